@@ -11,6 +11,7 @@ explicit "nobody" with a reason code, never a silent branch.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,18 @@ def _obj(value: Any) -> JSON:
     """A nested object of the work, or an empty one (the seed's `x || {}`)."""
     value = _plain(value)
     return dict(value) if isinstance(value, Mapping) and value else {}
+
+
+def _given(value: Any) -> bool:
+    """JavaScript truthiness (the seed's `x || null`): an empty object still counts as given."""
+    value = _plain(value)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int | float):
+        return value == value and value != 0
+    if isinstance(value, str):
+        return value != ""
+    return True
 
 
 def tokens(text: str) -> list[str]:
@@ -208,7 +221,9 @@ def evaluate_triggers(work: Any = None) -> JSON:
     suppressed: list[JSON] = []
     state = _lc(w.get("state")) or "in_progress"
     risk = _obj(w.get("risk"))
-    blocker = _obj(w.get("blocker")) or None
+    # The seed's `work.blocker || null`: an empty blocker object is still a named blocker (of
+    # unknown kind, so the seat's own), not an unnamed one; the contract path agrees.
+    blocker = _obj(w.get("blocker")) if _given(w.get("blocker")) else None
     review = _obj(w.get("review")) or None
     commitment = _obj(w.get("commitment")) or None
     title = w.get("title") or ""
@@ -236,7 +251,7 @@ def evaluate_triggers(work: Any = None) -> JSON:
             )
 
     if state in ("blocked", "failed"):
-        if not blocker:
+        if blocker is None:
             suppressed.append(
                 {
                     "trigger": "blocked_on_other",
@@ -348,7 +363,14 @@ def resolve_targets(
     trig = dict(trigger or {})
     d = Directory.of(directory)
     me = str(me or "")
-    cap = max_targets if isinstance(max_targets, int) else MAX_TARGETS
+    # The seed's `Number.isFinite(maxTargets)`: a finite number, and a bool is not one.
+    cap: float = (
+        max_targets
+        if isinstance(max_targets, int | float)
+        and not isinstance(max_targets, bool)
+        and math.isfinite(max_targets)
+        else MAX_TARGETS
+    )
     why: list[str] = []
     picked: dict[str, Target] = {}
 
@@ -485,6 +507,9 @@ class _Room:
     members: frozenset[str]
 
 
+_PRIVATE_KINDS = frozenset({"PRIVATE", "GROUP_DM", "DM"})
+
+
 def _rooms(channels: Any) -> list[_Room]:
     rooms: list[_Room] = []
     for raw in channels if isinstance(channels, list | tuple) else ():
@@ -567,7 +592,9 @@ def choose_surface(
 
     fits = sorted(
         (r for r in rooms if r.id and r.members and holds_all(r) and (not me or me in r.members)),
-        key=lambda r: len(r.members),
+        # The seed's comment: smallest wins (fewest bystanders), and a tie prefers a private or
+        # group room over a public one. Its code sorts by size only; this implements the comment.
+        key=lambda r: (len(r.members), r.kind not in _PRIVATE_KINDS),
     )
     if fits:
         room = fits[0]
@@ -705,11 +732,12 @@ def decide_engagement(work: Any, ctx: Any) -> EngagementDecision:
             # Say what was examined, so the row proves the threshold was applied.
             risk = _obj(w.get("risk"))
             blocker = _obj(w.get("blocker"))
+            named = _given(w.get("blocker"))
             review = _obj(w.get("review"))
             commitment = _obj(w.get("commitment"))
             why.append(
                 f"no trigger fired: state={_lc(w.get('state')) or 'in_progress'}, "
-                f"blocker={(_lc(blocker.get('kind')) or 'unspecified') if blocker else 'none'}, "
+                f"blocker={(_lc(blocker.get('kind')) or 'unspecified') if named else 'none'}, "
                 f"risk={'+'.join(k for k in RISK_KINDS if risk.get(k)) or 'none'}, "
                 f"review={'required' if review.get('required') else 'none'}, "
                 f"commitment={'at risk' if commitment.get('atRisk') else 'none'}; nobody's "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -55,6 +56,121 @@ def _minutes(ms: int) -> str:
     return f"{ms / 60_000:.0f} min"
 
 
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The counts the limits are judged on. The Redis script produces the same tally."""
+
+    same_key: int
+    last_same_at_ms: int | None
+    per_target: dict[str, int]
+    work: int
+    seat: int
+    rooms: int
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "sameKey": self.same_key,
+            "targets": dict(self.per_target),
+            "work": self.work,
+            "seat": self.seat,
+            "rooms": self.rooms,
+        }
+
+
+def target_ids(targets: Iterable[Any]) -> list[str]:
+    """Target member ids in their order, each once."""
+    return list(dict.fromkeys(_target_id(t) for t in targets))
+
+
+def tally(
+    rows: Iterable[LedgerRow | Mapping[str, Any]],
+    *,
+    now_ms: int,
+    dedupe_key: str,
+    work_id: str,
+    seat_id: str,
+    targets: Sequence[Any],
+) -> Tally:
+    """Count the rows that hold a place at `now_ms`, per limit."""
+    live = [r for r in map(_row, rows) if r.counts_at(now_ms)]
+    day_ago, hour_ago = now_ms - DAY_MS, now_ms - HOUR_MS
+    same_key = [r for r in live if r.dedupe_key == dedupe_key]
+    return Tally(
+        same_key=len(same_key),
+        last_same_at_ms=max((r.at_ms for r in same_key), default=None),
+        per_target={
+            t: sum(
+                1 for r in live if r.at_ms > day_ago and any(x.member_id == t for x in r.targets)
+            )
+            for t in target_ids(targets)
+        },
+        work=sum(1 for r in live if r.at_ms > day_ago and r.work_id == work_id),
+        seat=sum(1 for r in live if r.at_ms > hour_ago and r.seat_id == seat_id),
+        rooms=sum(1 for r in live if r.at_ms > day_ago and r.seat_id == seat_id and r.room_created),
+    )
+
+
+def judge(
+    t: Tally,
+    *,
+    now_ms: int,
+    work_id: str,
+    seat_id: str,
+    creates_room: bool,
+    limits: Limits = DEFAULT_LIMITS,
+) -> GuardrailVerdict:
+    """Apply the limits in their fixed order to a tally; the first refusal wins."""
+    counts = t.counts()
+    attempt = t.same_key + 1
+
+    def refuse(code: str, detail: str) -> GuardrailVerdict:
+        return GuardrailVerdict(
+            allowed=False, code=code, detail=detail, counts=counts, attempt=attempt
+        )
+
+    last = t.last_same_at_ms
+    if last is not None and last > now_ms - limits.reengage_after_ms:
+        return refuse(
+            "already_engaged",
+            f"this exact ask went out {_minutes(now_ms - last)} ago; the re-engage window "
+            f"is {_minutes(limits.reengage_after_ms)}",
+        )
+    if t.same_key >= limits.max_attempts_per_ask:
+        return refuse(
+            "rate_limited_ask",
+            f"this ask has gone out {t.same_key} times; the cap is "
+            f"{limits.max_attempts_per_ask}, and asking again will not make it land",
+        )
+    for member, n in t.per_target.items():
+        if n >= limits.per_target_per_day:
+            return refuse(
+                "rate_limited_target",
+                f"{member} has been engaged {n} times in 24 h by all seats together; "
+                f"the limit is {limits.per_target_per_day}",
+            )
+    if t.work >= limits.per_work_per_day:
+        return refuse(
+            "rate_limited_work",
+            f"work {work_id} has caused {t.work} engagements in 24 h; the limit is "
+            f"{limits.per_work_per_day}",
+        )
+    if t.seat >= limits.per_seat_per_hour:
+        return refuse(
+            "rate_limited_seat",
+            f"seat {seat_id} has engaged people {t.seat} times in the last hour; the limit is "
+            f"{limits.per_seat_per_hour}",
+        )
+    if creates_room and t.rooms >= limits.rooms_per_day:
+        return refuse(
+            "rate_limited_rooms",
+            f"seat {seat_id} has created {t.rooms} rooms in 24 h; the limit is "
+            f"{limits.rooms_per_day}",
+        )
+    return GuardrailVerdict(
+        allowed=True, code=None, detail="within every limit", counts=counts, attempt=attempt
+    )
+
+
 def check_guardrails(
     rows: Iterable[LedgerRow | Mapping[str, Any]],
     *,
@@ -67,70 +183,19 @@ def check_guardrails(
     limits: Limits = DEFAULT_LIMITS,
 ) -> GuardrailVerdict:
     """Whether one more ask may go out now, and if not which limit refuses it, with numbers."""
-    live = [r for r in map(_row, rows) if r.counts_at(now_ms)]
-    target_ids = list(dict.fromkeys(_target_id(t) for t in targets))
-    day_ago, hour_ago = now_ms - DAY_MS, now_ms - HOUR_MS
-
-    same_key = [r for r in live if r.dedupe_key == dedupe_key]
-    last_same = max((r.at_ms for r in same_key), default=None)
-    per_target = {
-        t: sum(1 for r in live if r.at_ms > day_ago and any(x.member_id == t for x in r.targets))
-        for t in target_ids
-    }
-    per_work = sum(1 for r in live if r.at_ms > day_ago and r.work_id == work_id)
-    per_seat = sum(1 for r in live if r.at_ms > hour_ago and r.seat_id == seat_id)
-    rooms = sum(1 for r in live if r.at_ms > day_ago and r.seat_id == seat_id and r.room_created)
-    counts: dict[str, Any] = {
-        "sameKey": len(same_key),
-        "targets": per_target,
-        "work": per_work,
-        "seat": per_seat,
-        "rooms": rooms,
-    }
-    attempt = len(same_key) + 1
-
-    def refuse(code: str, detail: str) -> GuardrailVerdict:
-        return GuardrailVerdict(
-            allowed=False, code=code, detail=detail, counts=counts, attempt=attempt
-        )
-
-    if last_same is not None and last_same > now_ms - limits.reengage_after_ms:
-        return refuse(
-            "already_engaged",
-            f"this exact ask went out {_minutes(now_ms - last_same)} ago; the re-engage window "
-            f"is {_minutes(limits.reengage_after_ms)}",
-        )
-    if len(same_key) >= limits.max_attempts_per_ask:
-        return refuse(
-            "rate_limited_ask",
-            f"this ask has gone out {len(same_key)} times; the cap is "
-            f"{limits.max_attempts_per_ask} — asking again will not make it land",
-        )
-    for t in target_ids:
-        if per_target[t] >= limits.per_target_per_day:
-            return refuse(
-                "rate_limited_target",
-                f"{t} has been engaged {per_target[t]} times in 24 h by all seats together; "
-                f"the limit is {limits.per_target_per_day}",
-            )
-    if per_work >= limits.per_work_per_day:
-        return refuse(
-            "rate_limited_work",
-            f"work {work_id} has caused {per_work} engagements in 24 h; the limit is "
-            f"{limits.per_work_per_day}",
-        )
-    if per_seat >= limits.per_seat_per_hour:
-        return refuse(
-            "rate_limited_seat",
-            f"seat {seat_id} has engaged people {per_seat} times in the last hour; the limit is "
-            f"{limits.per_seat_per_hour}",
-        )
-    if creates_room and rooms >= limits.rooms_per_day:
-        return refuse(
-            "rate_limited_rooms",
-            f"seat {seat_id} has created {rooms} rooms in 24 h; the limit is "
-            f"{limits.rooms_per_day}",
-        )
-    return GuardrailVerdict(
-        allowed=True, code=None, detail="within every limit", counts=counts, attempt=attempt
+    counted = tally(
+        rows,
+        now_ms=now_ms,
+        dedupe_key=dedupe_key,
+        work_id=work_id,
+        seat_id=seat_id,
+        targets=targets,
+    )
+    return judge(
+        counted,
+        now_ms=now_ms,
+        work_id=work_id,
+        seat_id=seat_id,
+        creates_room=creates_room,
+        limits=limits,
     )

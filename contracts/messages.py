@@ -1,0 +1,58 @@
+"""What one stage hands the next over the broker, and what an outbound adapter sends. Pure data.
+
+Each message carries the journal's tracking id; the Celery task id is derived from it and the
+stage, so a redelivered message is recognised as the same work.
+"""
+
+from __future__ import annotations
+
+from contracts._base import Wire
+from contracts.engagement import EngagementDecision, Mention, Target
+from contracts.guardrails import GuardrailVerdict
+from contracts.work import WorkReport
+
+
+class WorkEnvelope(Wire):
+    tracking_id: str
+    seat_id: str
+    accepted_at_ms: int
+    report: WorkReport
+
+
+class DecisionEnvelope(Wire):
+    tracking_id: str
+    seat_id: str
+    decision: EngagementDecision
+
+
+class ReservedEnvelope(Wire):
+    tracking_id: str
+    seat_id: str
+    decision: EngagementDecision
+    verdict: GuardrailVerdict
+
+
+class OutboundAsk(Wire):
+    """One ask, ready for the wire, with the idempotency id that makes it exactly-once."""
+
+    idempotency_id: str
+    tracking_id: str
+    seat_id: str
+    work_id: str
+    attempt: int
+    surface: str
+    channel_id: str | None = None
+    thread_root_id: str | None = None
+    room_name: str | None = None
+    durable_channel: bool = False
+    member_ids: tuple[str, ...] = ()
+    mentions: tuple[Mention, ...] = ()
+    targets: tuple[Target, ...] = ()
+    body: str
+    reason_code: str | None = None
+
+
+class SendResult(Wire):
+    channel_id: str
+    message_id: str
+    room_created: bool = False

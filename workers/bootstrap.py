@@ -1,0 +1,91 @@
+"""The composition root: the one place that builds clients and wires the stages together.
+
+A worker process builds its container lazily on its first task (after the fork, so no
+connection is shared between processes); the embedded mode installs one it built itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+from workers.errors import ConfigError
+from workers.handlers import Stages
+from workers.org import OrgSource
+from workers.outbox import FileOutbox, Outbound
+from workers.settings import Settings
+from workers.stores import Journal, Ledger
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def redis_client(url: str) -> redis.Redis:
+    """A client with explicit timeouts and retries (redis-py's defaults changed twice)."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=2,
+        socket_connect_timeout=2,
+        health_check_interval=30,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=5),
+    )
+
+
+def outbound_for(settings: Settings) -> Outbound:
+    if settings.outbound == "file":
+        return FileOutbox(settings.outbox_path, fsync=settings.outbox_fsync)
+    raise ConfigError(f"unknown outbound adapter {settings.outbound!r}")
+
+
+@dataclass
+class Container:
+    settings: Settings
+    redis: redis.Redis
+    journal: Journal
+    ledger: Ledger
+    org: OrgSource
+    outbound: Outbound
+    stages: Stages
+    app: Celery | None = None
+
+
+def build_container(
+    settings: Settings, *, client: redis.Redis | None = None, app: Celery | None = None
+) -> Container:
+    settings.check()
+    if client is None:
+        if settings.redis_url is None:
+            raise ConfigError("no Redis configured: set SEATWIRE_REDIS_URL or run embedded")
+        client = redis_client(settings.redis_url)
+    org = OrgSource.open(settings.org_file)
+    journal = Journal(client, deadline_ms=settings.journal_deadline_ms)
+    ledger = Ledger(client, limits=settings.limits,
+                    reservation_ttl_ms=settings.reservation_ttl_ms)
+    outbound = outbound_for(settings)
+    stages = Stages(journal=journal, ledger=ledger, org=org, outbound=outbound, clock_ms=now_ms,
+                    lease_ms=(settings.task_time_limit_s + 30) * 1000)
+    return Container(settings=settings, redis=client, journal=journal, ledger=ledger, org=org,
+                     outbound=outbound, stages=stages, app=app)
+
+
+_installed: tuple[int, Container] | None = None
+
+
+def install(container: Container) -> None:
+    global _installed
+    _installed = (os.getpid(), container)
+
+
+def current() -> Container:
+    """This process's container, built from the environment on first use."""
+    if _installed is None or _installed[0] != os.getpid():
+        install(build_container(Settings()))
+    assert _installed is not None
+    return _installed[1]

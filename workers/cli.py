@@ -1,0 +1,165 @@
+"""The `seatwire` command: up, demo, worker, ingress, schema."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from workers.errors import ConfigError
+from workers.settings import Settings
+
+cli = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Seatwire: AI agent seats that engage the right person, exactly once.")
+console = Console()
+
+
+def _settings() -> Settings:
+    try:
+        settings = Settings()
+        settings.check()
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    except ValueError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    return settings
+
+
+@cli.command()
+def up(
+    host: Annotated[str | None, typer.Option(help="bind address")] = None,
+    port: Annotated[int | None, typer.Option(help="port")] = None,
+) -> None:
+    """Run everything in one process: ingress and workers (embedded unless Redis is set)."""
+    from workers.embedded import EmbeddedSystem
+
+    settings = _settings()
+    system = EmbeddedSystem(settings)
+    try:
+        api = system.start()
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    where = "embedded" if settings.embedded else f"Redis {settings.redis_url}"
+    h, p = host or settings.host, port or settings.port
+    console.print(f"Seatwire up ({where}) on http://{h}:{p} — outbox {settings.outbox_path}")
+    if settings.embedded:
+        console.print(f"bearer token: {settings.token()}")
+    try:
+        uvicorn.run(api, host=h, port=p, log_level="info")
+    finally:
+        system.stop()
+
+
+@cli.command()
+def demo() -> None:
+    """Push the bundled scenario through Seatwire over HTTP and show every decision."""
+    from workers.demo import run_demo
+
+    raise typer.Exit(run_demo(_settings(), console))
+
+
+@cli.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="comma-separated queues")] = (
+        "engagement,guardrails,send"
+    ),
+    concurrency: Annotated[int, typer.Option(help="processes (or threads)")] = 2,
+    pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "prefork",
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+    hostname: Annotated[str | None, typer.Option(help="node name")] = None,
+) -> None:
+    """Run a Celery worker for the given stage queues (needs SEATWIRE_REDIS_URL)."""
+    from workers import bootstrap
+    from workers.celery_app import Queue, create_app
+
+    settings = _settings()
+    if settings.embedded:
+        console.print("[red]configuration error:[/red] a separate worker needs a shared broker: "
+                      "set SEATWIRE_REDIS_URL (or run `seatwire up` for everything in one process)")
+        raise typer.Exit(2)
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    known = {q.value for q in Queue}
+    unknown = [q for q in names if q not in known]
+    if unknown or not names:
+        console.print(f"[red]unknown queue(s) {unknown}[/red]; choose from {sorted(known)}")
+        raise typer.Exit(2)
+    try:
+        bootstrap.build_container(settings).redis.ping()  # fail at start, not at the first task
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    except Exception as exc:
+        console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    app = create_app(settings)
+    argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
+            "--loglevel", loglevel, "-n", hostname or f"{'+'.join(names)}-%p@%h",
+            "--without-mingle", "--without-gossip"]
+    app.worker_main(argv)
+
+
+@cli.command()
+def ingress(
+    host: Annotated[str | None, typer.Option()] = None,
+    port: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Run the HTTP ingress alone (needs SEATWIRE_REDIS_URL and SEATWIRE_API_TOKEN)."""
+    from workers import bootstrap
+    from workers.celery_app import create_app
+    from workers.ingress import create_ingress
+
+    settings = _settings()
+    if settings.embedded:
+        console.print("[red]configuration error:[/red] a separate ingress needs a shared broker: "
+                      "set SEATWIRE_REDIS_URL (or run `seatwire up`)")
+        raise typer.Exit(2)
+    try:
+        app = create_app(settings, register=False)
+        container = bootstrap.build_container(settings, app=app)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    uvicorn.run(create_ingress(container, app), host=host or settings.host,
+                port=port or settings.port, log_level="info")
+
+
+@cli.command()
+def schema(
+    out: Annotated[Path | None, typer.Option(help="write one file per contract here")] = None,
+) -> None:
+    """Print (or write) the JSON Schema of every contract."""
+    import contracts
+    from contracts import messages
+
+    models = {name: getattr(contracts, name) for name in contracts.__all__}
+    models.update({n: getattr(messages, n) for n in ("WorkEnvelope", "DecisionEnvelope",
+                                                      "ReservedEnvelope", "OutboundAsk",
+                                                      "SendResult")})
+    schemas = {
+        name: model.model_json_schema(by_alias=True)
+        for name, model in sorted(models.items())
+        if hasattr(model, "model_json_schema")
+    }
+    if out is None:
+        typer.echo(json.dumps(schemas, indent=2))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for name, body in schemas.items():
+        (out / f"{name}.schema.json").write_text(json.dumps(body, indent=2) + "\n")
+    console.print(f"wrote {len(schemas)} schemas to {out}")
+
+
+def main() -> None:
+    # Celery's worker installs its own handlers; elsewhere make SIGTERM a clean exit.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    cli()

@@ -1,0 +1,85 @@
+"""Seatwire in one process: the ingress, in-process Celery workers and, with no Redis
+configured, an in-process Redis stand-in (fakeredis, with Lua) and kombu's in-memory broker.
+
+For trying Seatwire and for demos. With SEATWIRE_REDIS_URL set the same process uses the real
+Redis (and broker), so `seatwire up` is also a one-box deployment.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import uvicorn
+from celery.worker import WorkController
+from fastapi import FastAPI
+
+from workers import bootstrap
+from workers.celery_app import STAGE_QUEUES, create_app
+from workers.ingress import create_ingress
+from workers.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class EmbeddedSystem:
+    settings: Settings
+    concurrency: int = 4
+    container: bootstrap.Container | None = None
+    _worker: WorkController | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _server: uvicorn.Server | None = None
+
+    def start(self) -> FastAPI:
+        client = None
+        if self.settings.redis_url is None:
+            import fakeredis
+
+            client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+        app = create_app(self.settings)
+        self.container = bootstrap.build_container(self.settings, client=client, app=app)
+        bootstrap.install(self.container)
+        self._worker = WorkController(
+            app=app,
+            pool_cls="threads",
+            concurrency=self.concurrency,
+            queues=[q.value for q in STAGE_QUEUES],
+            loglevel="WARNING",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            hostname=f"embedded-{free_port()}@localhost",
+        )
+        worker_thread = threading.Thread(target=self._worker.start, name="celery-worker",
+                                         daemon=True)
+        worker_thread.start()
+        self._threads.append(worker_thread)
+        return create_ingress(self.container, app)
+
+    def serve_in_background(self, api: FastAPI, host: str, port: int) -> str:
+        config = uvicorn.Config(api, host=host, port=port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        thread = threading.Thread(target=self._server.run, name="ingress", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError(f"the ingress did not start on {host}:{port}")
+            time.sleep(0.01)
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._worker is not None:
+            self._worker.stop(in_sighandler=False)
+        for thread in self._threads:
+            thread.join(timeout=5)

@@ -1,0 +1,244 @@
+"""The stages as plain handlers: load, decide, persist, and return the next message.
+
+No Celery here: a task unpacks its message, calls one of these, and publishes what comes back.
+Every handler is safe to run twice for the same message (redelivery is normal on Redis).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+
+from contracts import EngagementDecision, GuardrailVerdict, LedgerRow
+from contracts.messages import (
+    DecisionEnvelope,
+    OutboundAsk,
+    ReservedEnvelope,
+    SendResult,
+    WorkEnvelope,
+)
+from pipeline.engagement import decide_engagement
+from workers.errors import LeaseBusy, PermanentError, TransientError
+from workers.org import OrgSource
+from workers.outbox import Outbound
+from workers.stores import Journal, Ledger
+
+
+def idempotency_id(decision: EngagementDecision, attempt: int) -> str:
+    """`engage-{dedupeKey}-{attempt}`: the attempt keeps a later re-ask from colliding."""
+    return f"engage-{decision.dedupe_key}-{attempt}"
+
+
+def nonengagement_row(seat_id: str, decision: EngagementDecision, tracking_id: str) -> LedgerRow:
+    if decision.guardrail is not None:
+        outcome = decision.guardrail.code
+    elif decision.reason_code == "unroutable":
+        outcome = "unroutable"
+    else:
+        outcome = "none"
+    return LedgerRow.model_validate({
+        "atMs": decision.now_ms,
+        "seatId": seat_id,
+        "workId": decision.work_id,
+        "trigger": decision.trigger,
+        "reasonCode": decision.reason_code,
+        "reason": decision.reason,
+        "dedupeKey": decision.dedupe_key,
+        "engaged": False,
+        "outcome": outcome,
+        "surface": decision.surface,
+        "targets": [t.to_wire() for t in decision.targets],
+        "why": list(decision.why),
+        "trackingId": tracking_id,
+    })
+
+
+@dataclass
+class Stages:
+    journal: Journal
+    ledger: Ledger
+    org: OrgSource
+    outbound: Outbound
+    clock_ms: Callable[[], int]
+    lease_ms: int = 90_000
+    new_token: Callable[[], str] = lambda: secrets.token_hex(8)
+
+    # ------------------------------------------------------------------ engagement
+
+    def engagement(self, env: WorkEnvelope) -> DecisionEnvelope | None:
+        view, degraded = self.org.current()
+        seat = view.seat(env.seat_id)
+        if seat is None:
+            raise PermanentError(f"seat {env.seat_id} is not in the org file")
+        ctx = {
+            "me": seat.member_id,
+            "directory": view.directory,
+            "channels": view.channels,
+            "supervisorId": seat.supervisor_id,
+            "nowMs": self.clock_ms(),
+            "degraded": degraded,
+            "limits": self.ledger.limits,
+        }
+        decision = decide_engagement(env.report, ctx)
+        if decision.engage and decision.dedupe_key:
+            # Decide again with every seat's rows that bear on this ask, as the seed does.
+            # The guardrail stage re-checks atomically; this makes the record say why.
+            try:
+                rows = self.ledger.rows_for(
+                    dedupe_key=decision.dedupe_key,
+                    targets=list(decision.targets),
+                    work_id=decision.work_id,
+                    seat_id=seat.member_id,
+                )
+            except redis.RedisError as exc:
+                rows = []
+                ctx["degraded"] = [*degraded, f"ledger_read_failed:{type(exc).__name__}"]
+            if rows or ctx["degraded"] != degraded:
+                decision = decide_engagement(env.report, {**ctx, "ledger": rows})
+        row = None if decision.engage else nonengagement_row(
+            seat.member_id, decision, env.tracking_id
+        )
+        stored = self.journal.record_decision(
+            env.tracking_id, seat_id=seat.member_id, decision=decision, row=row,
+            now_ms=decision.now_ms,
+        )
+        if not stored.engage:
+            return None
+        return DecisionEnvelope(
+            tracking_id=env.tracking_id, seat_id=seat.member_id, decision=stored
+        )
+
+    # ------------------------------------------------------------------ guardrails
+
+    def guardrails(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
+        verdict = self.ledger.reserve(
+            env.tracking_id, decision=env.decision, seat_id=env.seat_id,
+            tracking_id=env.tracking_id,
+        )
+        if verdict.allowed:
+            return ReservedEnvelope(
+                tracking_id=env.tracking_id, seat_id=env.seat_id, decision=env.decision,
+                verdict=verdict,
+            )
+        self._refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+        return None
+
+    def _refuse(
+        self, tracking_id: str, seat_id: str, decision: EngagementDecision,
+        verdict: GuardrailVerdict,
+    ) -> None:
+        row = self._row(seat_id, decision, verdict, tracking_id, outcome=verdict.code or "",
+                        at_ms=self.clock_ms(), reason=verdict.detail,
+                        extra_why=f"guardrail {verdict.code}: {verdict.detail}")
+        self.ledger.finish(tracking_id, outcome="refused", row=row, tracking_id=tracking_id,
+                           now_ms=row.at_ms)
+
+    # ------------------------------------------------------------------ send
+
+    def send(self, env: ReservedEnvelope) -> str:
+        """Send the ask exactly once; returns the op's final (or current) state."""
+        decision, verdict, op_id = env.decision, env.verdict, env.tracking_id
+        for _ in range(2):
+            ask = self._ask(env, verdict)
+            token = self.new_token()
+            start = self.ledger.begin_send(
+                op_id, tracking_id=env.tracking_id, idempotency_id=ask.idempotency_id,
+                token=token, lease_ms=self.lease_ms,
+            )
+            if start.verb == "done":
+                return start.info
+            if start.verb == "busy":
+                raise LeaseBusy(int(start.info))
+            if start.verb == "missing":
+                raise PermanentError(f"no reservation for {op_id}: the guardrail stage never ran")
+            if start.verb == "expired":
+                # The reservation lapsed before anything was sent: check the limits again.
+                verdict = self.ledger.reserve(
+                    op_id, decision=decision, seat_id=env.seat_id, tracking_id=env.tracking_id
+                )
+                if not verdict.allowed:
+                    self._refuse(env.tracking_id, env.seat_id, decision, verdict)
+                    return "refused"
+                continue
+            reserved_at = int(start.info)
+            found = self.outbound.reconcile(ask) if start.verb == "reconcile" else None
+            if found is not None:
+                return self._engaged(env, verdict, ask, found, token, reserved_at)
+            try:
+                result = self.outbound.send(ask, now_ms=self.clock_ms())
+            except PermanentError as exc:
+                row = self._row(env.seat_id, decision, verdict, env.tracking_id,
+                                outcome="send_failed", at_ms=reserved_at, reason=str(exc),
+                                extra_why=f"send failed permanently: {exc}", ask=ask)
+                self.ledger.finish(op_id, outcome="send_failed", row=row, token=token,
+                                   tracking_id=env.tracking_id, now_ms=self.clock_ms())
+                return "send_failed"
+            except (TransientError, OSError):
+                self.ledger.abandon(op_id, token)
+                raise
+            return self._engaged(env, verdict, ask, result, token, reserved_at)
+        raise TransientError(f"reservation for {op_id} keeps expiring before the send")
+
+    def _engaged(
+        self, env: ReservedEnvelope, verdict: GuardrailVerdict, ask: OutboundAsk,
+        result: SendResult, token: str, reserved_at: int,
+    ) -> str:
+        row = self._row(env.seat_id, env.decision, verdict, env.tracking_id, outcome="engaged",
+                        at_ms=reserved_at, reason=env.decision.reason, ask=ask, result=result)
+        verb = self.ledger.finish(
+            env.tracking_id, outcome="engaged", row=row, token=token,
+            tracking_id=env.tracking_id, now_ms=self.clock_ms(),
+            message_id=result.message_id, channel_id=result.channel_id,
+        )
+        return "engaged" if verb in ("ok", "done") else verb
+
+    def _ask(self, env: ReservedEnvelope, verdict: GuardrailVerdict) -> OutboundAsk:
+        d = env.decision
+        return OutboundAsk(
+            idempotency_id=idempotency_id(d, verdict.attempt),
+            tracking_id=env.tracking_id,
+            seat_id=env.seat_id,
+            work_id=d.work_id,
+            attempt=verdict.attempt,
+            surface=d.surface,
+            channel_id=d.channel_id,
+            thread_root_id=d.thread_root_id,
+            room_name=d.room_name,
+            durable_channel=d.durable_channel,
+            member_ids=d.member_ids or tuple(t.member_id for t in d.targets),
+            mentions=d.mentions,
+            targets=d.targets,
+            body=d.body or "",
+            reason_code=d.reason_code,
+        )
+
+    @staticmethod
+    def _row(
+        seat_id: str, decision: EngagementDecision, verdict: GuardrailVerdict, tracking_id: str,
+        *, outcome: str, at_ms: int, reason: str | None, extra_why: str | None = None,
+        ask: OutboundAsk | None = None, result: SendResult | None = None,
+    ) -> LedgerRow:
+        why = list(decision.why) + ([extra_why] if extra_why else [])
+        return LedgerRow.model_validate({
+            "atMs": at_ms,
+            "seatId": seat_id,
+            "workId": decision.work_id,
+            "trigger": decision.trigger,
+            "reasonCode": decision.reason_code if outcome == "engaged" else outcome,
+            "reason": reason,
+            "dedupeKey": decision.dedupe_key,
+            "attempt": verdict.attempt,
+            "engaged": outcome == "engaged",
+            "outcome": outcome,
+            "surface": decision.surface,
+            "channelId": result.channel_id if result else decision.channel_id,
+            "messageId": result.message_id if result else None,
+            "roomCreated": bool(result and result.room_created),
+            "targets": [t.to_wire() for t in decision.targets],
+            "why": why,
+            "idempotencyId": ask.idempotency_id if ask else None,
+            "trackingId": tracking_id,
+        })

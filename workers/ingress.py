@@ -1,0 +1,257 @@
+"""The HTTP ingress (FastAPI). A write is answered 2xx only after it is journalled AND enqueued.
+
+Every refusal happens before anything is written: 401 (token), 413 (size), 415 (content
+type), 404 (seat), 422 (the field that is wrong), 409 (a revision reused for another report).
+Redis or the broker unreachable is a 503 with Retry-After, never a 2xx.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from celery import Celery
+from fastapi import FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from kombu.exceptions import OperationalError
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from pydantic import ValidationError
+
+from contracts import WorkReport
+from contracts.messages import WorkEnvelope
+from workers.bootstrap import Container, now_ms
+from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+
+UNAVAILABLE = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
+
+
+def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:
+    """Deterministic: the same (seat, work, revision) is the same event, however often posted."""
+    digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
+    return f"wr-{digest[:24]}"
+
+
+def _problem(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
+    headers = {"Retry-After": "5"} if status == 503 else None
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    return JSONResponse({"error": error, "message": message, **extra}, status_code=status,
+                        headers=headers)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > cap:
+                raise BodyTooLarge
+        except ValueError:
+            pass
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"],
+         "type": err["type"]}
+        for err in exc.errors()
+    ]
+
+
+def create_ingress(
+    container: Container, app: Celery, *, clock_ms: Callable[[], int] = now_ms
+) -> FastAPI:
+    settings = container.settings
+    token = settings.token().encode()
+    registry = CollectorRegistry()
+    requests = Counter("seatwire_ingress_requests", "Ingress requests by route and status",
+                       ["route", "status"], registry=registry)
+    api = FastAPI(
+        title="Seatwire",
+        version="0.1.0",
+        description="Work reports in; engagements decided, guarded and sent exactly once.",
+    )
+
+    def authorised(request: Request) -> bool:
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
+
+    def count(route: str, response: Response) -> Response:
+        requests.labels(route, str(response.status_code)).inc()
+        return response
+
+    def journal_and_enqueue(seat_id: str, report: WorkReport) -> tuple[int, dict[str, Any]]:
+        tracking = tracking_id_for(seat_id, report.id, report.revision)
+        fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+        accepted_at = clock_ms()
+        env = WorkEnvelope(tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at,
+                           report=report)
+        message = env.to_wire()
+        result = container.journal.accept(
+            tracking, kind="work", seat_id=seat_id, payload=json.dumps(message),
+            now_ms=accepted_at, fingerprint=fingerprint,
+        )
+        if not result.new and result.fingerprint and result.fingerprint != fingerprint:
+            return 409, {
+                "error": "revision_reused",
+                "message": f"work {report.id} revision {report.revision} was already reported "
+                "with different content; report the change with a higher revision",
+                "trackingId": tracking,
+            }
+        if result.new or (result.state == "accepted" and not result.enqueued):
+            if not result.new:
+                stored = container.journal.get(tracking)
+                message = stored["payload"] if stored else message
+            publish(app, Task.ENGAGEMENT, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
+            container.journal.mark_enqueued(tracking, clock_ms())
+        return 202, {
+            "trackingId": tracking,
+            "status": "accepted" if result.new else "duplicate",
+            "state": result.state,
+        }
+
+    @api.post("/v1/seats/{seat}/work", status_code=202)
+    async def post_work(seat: str, request: Request) -> Response:
+        """Report a piece of a seat's work; 202 with a tracking id once it is journalled."""
+        route = "work"
+        if not authorised(request):
+            return count(route, _problem(401, "unauthorized", "a valid bearer token is required"))
+        try:
+            raw = await _read_capped(request, settings.max_body_bytes)
+        except BodyTooLarge:
+            return count(route, _problem(413, "body_too_large",
+                                         f"the body exceeds {settings.max_body_bytes} bytes"))
+        ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if ctype not in ("application/json", ""):
+            return count(route, _problem(415, "unsupported_media_type",
+                                         f"send application/json, not {ctype}"))
+        view, _ = container.org.current()
+        known = view.seat(seat)
+        if known is None:
+            return count(route, _problem(404, "unknown_seat", f"no seat {seat!r} in the org"))
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return count(route, _problem(422, "invalid_json", f"the body is not JSON: {exc}",
+                                         detail=[{"field": "(body)", "message": str(exc),
+                                                  "type": "json_invalid"}]))
+        try:
+            report = WorkReport.model_validate(data)
+        except ValidationError as exc:
+            errors = _field_errors(exc)
+            return count(route, _problem(
+                422, "invalid_work_report",
+                "; ".join(f"{e['field']}: {e['message']}" for e in errors), detail=errors))
+        if report.seat_id is not None and known.answers_to(report.seat_id) is False:
+            return count(route, _problem(
+                422, "invalid_work_report",
+                f"seatId: {report.seat_id!r} does not match the seat in the path ({seat!r})",
+                detail=[{"field": "seatId", "message": "does not match the path",
+                         "type": "value_error"}]))
+        try:
+            status, body = await run_in_threadpool(journal_and_enqueue, known.member_id, report)
+        except UNAVAILABLE as exc:
+            return count(route, _problem(503, "unavailable",
+                                         f"cannot journal or enqueue right now: {exc}"))
+        return count(route, JSONResponse(body, status_code=status))
+
+    @api.get("/v1/work/{tracking_id}")
+    async def get_work(tracking_id: str, request: Request) -> Response:
+        """Where one reported piece of work stands: its state, decision and send."""
+        if not authorised(request):
+            return _problem(401, "unauthorized", "a valid bearer token is required")
+        try:
+            entry = await run_in_threadpool(container.journal.get, tracking_id)
+            op = await run_in_threadpool(container.ledger.op_state, tracking_id)
+        except UNAVAILABLE as exc:
+            return _problem(503, "unavailable", str(exc))
+        if entry is None:
+            return _problem(404, "unknown_tracking_id", f"nothing was accepted as {tracking_id}")
+        send = {k: op[k] for k in ("state", "attempt", "idempotencyId", "messageId",
+                                   "channelId") if op.get(k)}
+        return JSONResponse({
+            "trackingId": tracking_id,
+            "state": entry.get("state"),
+            "seatId": entry.get("seatId"),
+            "acceptedAtMs": int(entry.get("acceptedAtMs", 0)),
+            "decision": entry.get("decision"),
+            "send": send or None,
+            "failedStage": entry.get("failedStage"),
+            "error": entry.get("error"),
+        })
+
+    @api.get("/v1/ledger")
+    async def get_ledger(
+        request: Request,
+        seat: str | None = None,
+        work_id: str | None = Query(default=None, alias="workId"),
+        limit: int = Query(default=100, ge=1, le=1000),
+    ) -> Response:
+        """Ledger rows, newest first: every engagement, refusal and considered 'nobody'."""
+        if not authorised(request):
+            return _problem(401, "unauthorized", "a valid bearer token is required")
+        seat_ids = None
+        if seat is not None:
+            view, _ = container.org.current()
+            known = view.seat(seat)
+            if known is None:
+                return _problem(404, "unknown_seat", f"no seat {seat!r} in the org")
+            seat_ids = [known.member_id]
+        try:
+            rows = await run_in_threadpool(
+                lambda: container.ledger.read(seat_ids=seat_ids, work_id=work_id, limit=limit)
+            )
+        except UNAVAILABLE as exc:
+            return _problem(503, "unavailable", str(exc))
+        return JSONResponse({"rows": [r.to_wire() for r in rows], "count": len(rows)})
+
+    @api.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """The process is up (it says nothing about Redis or the broker)."""
+        return {"status": "ok"}
+
+    def probe() -> dict[str, str]:
+        checks: dict[str, str] = {}
+        try:
+            container.redis.ping()
+            checks["redis"] = "ok"
+        except UNAVAILABLE as exc:
+            checks["redis"] = f"down: {exc}"
+        try:
+            with app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=2)
+            checks["broker"] = "ok"
+        except UNAVAILABLE as exc:
+            checks["broker"] = f"down: {exc}"
+        return checks
+
+    @api.get("/readyz")
+    async def readyz() -> Response:
+        """Ready only when Redis and the broker both answer."""
+        checks = await run_in_threadpool(probe)
+        ok = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ready" if ok else "unavailable", "checks": checks},
+                            status_code=200 if ok else 503,
+                            headers=None if ok else {"Retry-After": "5"})
+
+    @api.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return api

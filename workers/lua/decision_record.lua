@@ -1,0 +1,21 @@
+-- Record the engagement stage's decision once; first writer wins, so a redelivered or
+-- concurrent run reuses the decision that was already made.
+-- KEYS: entry, open-index, seat ledger stream, ledger seats set.
+-- ARGV: decisionJson, rowJson ('' when the decision engages), finalState ('' when it engages),
+--       nowMs, seatId, trackingId.
+-- Returns the stored decision JSON.
+local stored = redis.call('HGET', KEYS[1], 'decision')
+if stored then return stored end
+if not redis.call('HGET', KEYS[1], 'state') then
+  return redis.error_reply('NOENTRY journal entry ' .. ARGV[6] .. ' does not exist')
+end
+redis.call('HSET', KEYS[1], 'decision', ARGV[1], 'updatedAtMs', ARGV[4])
+if ARGV[2] ~= '' then
+  redis.call('XADD', KEYS[3], '*', 'row', ARGV[2])
+  redis.call('SADD', KEYS[4], ARGV[5])
+  redis.call('HSET', KEYS[1], 'state', ARGV[3], 'finalAtMs', ARGV[4])
+  redis.call('ZREM', KEYS[2], ARGV[6])
+else
+  redis.call('HSET', KEYS[1], 'state', 'decided')
+end
+return ARGV[1]

@@ -1,0 +1,107 @@
+-- Check every guardrail limit and reserve a place, as ONE atomic step (DESIGN.md section 7).
+-- Idempotent per operation id: a re-sent EVALSHA (redis-py retries after a lost reply)
+-- returns the verdict already given instead of reserving twice.
+--
+-- KEYS: 1 op hash, 2 pending zset, 3 by-dedupe-key, 4 by-work, 5 by-seat, 6 rooms-of-seat,
+--       7 journal entry, 8.. by-target (one per target, in target order)
+-- ARGV: 1 opId, 2 nowMs ('' = Redis TIME), 3 reengageAfterMs, 4 maxAttemptsPerAsk,
+--       5 perTargetPerDay, 6 perWorkPerDay, 7 perSeatPerHour, 8 roomsPerDay,
+--       9 createsRoom ('1'|'0'), 10 reservation ttl ms, 11 op key prefix, 12 retention ms,
+--       13 n targets, 14..13+n target ids, then field/value pairs stored on the op hash.
+-- Returns {allowed 0|1, code|'', attempt, sameKey, lastSameAtMs|-1, work, seat, rooms,
+--          atMs, replay 0|1, targetCount1, ...}
+local DAY, HOUR = 86400000, 3600000
+local now = tonumber(ARGV[2])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Expired reservations (their worker died before sending) stop counting.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for _, e in ipairs(expired) do
+  local okey = ARGV[11] .. e
+  local idx = redis.call('HGET', okey, 'indexes')
+  if idx then
+    for _, k in ipairs(cjson.decode(idx)) do redis.call('ZREM', k, e) end
+  end
+  if redis.call('HGET', okey, 'state') == 'reserved' then
+    redis.call('HSET', okey, 'state', 'expired')
+  end
+  redis.call('ZREM', KEYS[2], e)
+end
+
+local state = redis.call('HGET', KEYS[1], 'state')
+if state and state ~= 'expired' then
+  local reply = cjson.decode(redis.call('HGET', KEYS[1], 'verdict'))
+  reply[10] = 1
+  return reply
+end
+
+local n = tonumber(ARGV[13])
+local same = redis.call('ZCARD', KEYS[3])
+local top = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+local last = -1
+if top[2] then last = tonumber(top[2]) end
+local dayOpen, hourOpen = '(' .. (now - DAY), '(' .. (now - HOUR)
+local work = redis.call('ZCOUNT', KEYS[4], dayOpen, '+inf')
+local seat = redis.call('ZCOUNT', KEYS[5], hourOpen, '+inf')
+local rooms = redis.call('ZCOUNT', KEYS[6], dayOpen, '+inf')
+local perTarget = {}
+for i = 1, n do perTarget[i] = redis.call('ZCOUNT', KEYS[7 + i], dayOpen, '+inf') end
+
+-- The limits, in the order the pure judge applies them; first refusal wins.
+local code = ''
+local createsRoom = ARGV[9] == '1'
+if last >= 0 and last > now - tonumber(ARGV[3]) then code = 'already_engaged'
+elseif same >= tonumber(ARGV[4]) then code = 'rate_limited_ask'
+else
+  for i = 1, n do
+    if perTarget[i] >= tonumber(ARGV[5]) then code = 'rate_limited_target'; break end
+  end
+  if code == '' then
+    if work >= tonumber(ARGV[6]) then code = 'rate_limited_work'
+    elseif seat >= tonumber(ARGV[7]) then code = 'rate_limited_seat'
+    elseif createsRoom and rooms >= tonumber(ARGV[8]) then code = 'rate_limited_rooms'
+    end
+  end
+end
+
+local allowed = 0
+if code == '' then allowed = 1 end
+local reply = {allowed, code, same + 1, same, last, work, seat, rooms, now, 0}
+for i = 1, n do reply[10 + i] = perTarget[i] end
+
+local fields = {}
+for i = 14 + n, #ARGV, 2 do
+  table.insert(fields, ARGV[i]); table.insert(fields, ARGV[i + 1])
+end
+if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+redis.call('HSET', KEYS[1], 'verdict', cjson.encode(reply), 'checkedAtMs', now)
+
+if allowed == 1 then
+  local ttl = tonumber(ARGV[10])
+  local indexes = {KEYS[3], KEYS[4], KEYS[5]}
+  for i = 1, n do table.insert(indexes, KEYS[7 + i]) end
+  if createsRoom then table.insert(indexes, KEYS[6]) end
+  for _, k in ipairs(indexes) do
+    redis.call('ZADD', k, now, ARGV[1])
+    if k ~= KEYS[3] then
+      -- Rolling windows never look back more than a day; keep two for clock skew.
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', now - 2 * DAY)
+      redis.call('PEXPIRE', k, 2 * DAY)
+    else
+      redis.call('PEXPIRE', k, tonumber(ARGV[12]))
+    end
+  end
+  redis.call('HSET', KEYS[1], 'state', 'reserved', 'atMs', now, 'expiresAtMs', now + ttl,
+    'roomCreated', ARGV[9], 'attempt', same + 1, 'indexes', cjson.encode(indexes))
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  if redis.call('EXISTS', KEYS[7]) == 1 then
+    redis.call('HSET', KEYS[7], 'state', 'reserved', 'updatedAtMs', now)
+  end
+else
+  redis.call('HSET', KEYS[1], 'state', 'refused', 'atMs', now)
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[12]))
+return reply

@@ -1,0 +1,36 @@
+-- Record an ask's final outcome once: the op state, the ledger row, the journal entry.
+-- A definite failure releases the reservation (it never reached anyone); `engaged` keeps it.
+-- KEYS: 1 op hash, 2 journal entry, 3 journal open index, 4 seat ledger stream, 5 seats set.
+-- ARGV: 1 outcome (engaged|send_failed|send_blocked|refused), 2 ledger row JSON,
+--       3 fencing token ('' = no check), 4 nowMs, 5 trackingId, 6 seatId, 7 opId,
+--       8 messageId, 9 channelId.
+-- Returns {'ok'|'done'|'stale', state}.
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == 'engaged' or state == 'send_failed' or state == 'send_blocked' then
+  return {'done', state}
+end
+if not state then return redis.error_reply('NOOP op ' .. ARGV[7] .. ' does not exist') end
+if ARGV[1] == 'refused' then
+  if state ~= 'refused' then
+    return redis.error_reply('BADSTATE op ' .. ARGV[7] .. ' is ' .. state .. ', not refused')
+  end
+elseif ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'token') ~= ARGV[3] then
+  return {'stale', state}
+end
+if ARGV[1] == 'send_failed' or ARGV[1] == 'send_blocked' then
+  local idx = redis.call('HGET', KEYS[1], 'indexes')
+  if idx then
+    for _, k in ipairs(cjson.decode(idx)) do redis.call('ZREM', k, ARGV[7]) end
+  end
+end
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'finalAtMs', ARGV[4], 'messageId', ARGV[8],
+  'channelId', ARGV[9])
+if redis.call('HSETNX', KEYS[1], 'logged', '1') == 1 then
+  redis.call('XADD', KEYS[4], '*', 'row', ARGV[2])
+  redis.call('SADD', KEYS[5], ARGV[6])
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'state', ARGV[1], 'finalAtMs', ARGV[4], 'updatedAtMs', ARGV[4])
+  redis.call('ZREM', KEYS[3], ARGV[5])
+end
+return {'ok', ARGV[1]}

@@ -1,0 +1,112 @@
+"""The org file (YAML or JSON): members, channels and seats, validated at start.
+
+`OrgSource` re-reads the file when it changes. A re-read that fails keeps the last good org
+and says so in `degraded` — a directory we could not read must never look like an empty org,
+which would route every ask to `unroutable`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from contracts import Channel, Org, Seat
+from pipeline.engagement import Directory
+from workers.errors import ConfigError
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    lines = [f"{path}: the org file is invalid"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_org(text: str, path: Path) -> Org:
+    try:
+        data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot parse the org file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the org file must be a mapping with members, channels, seats")
+    try:
+        org = Org.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from exc
+    member_ids = {m.id for m in org.members}
+    for i, seat in enumerate(org.seats):
+        if seat.member_id not in member_ids:
+            raise ConfigError(
+                f"{path}: seats.{i}.memberId: {seat.member_id!r} is not a member of the org"
+            )
+    dupes = {m.id for m in org.members if sum(1 for x in org.members if x.id == m.id) > 1}
+    if dupes:
+        raise ConfigError(f"{path}: members: duplicate id(s) {sorted(dupes)}")
+    return org
+
+
+def load_org(path: Path) -> Org:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the org file {path}: {exc}") from exc
+    return parse_org(text, path)
+
+
+@dataclass
+class OrgView:
+    """One loaded org, indexed for decisions."""
+
+    org: Org
+    directory: Directory
+    channels: tuple[Channel, ...]
+    seats: dict[str, Seat]
+
+    @classmethod
+    def of(cls, org: Org) -> OrgView:
+        seats: dict[str, Seat] = {}
+        for seat in org.seats:
+            for ident in (seat.member_id, *seat.aliases):
+                seats.setdefault(ident.strip().lower(), seat)
+        return cls(org=org, directory=Directory.of(org.members), channels=org.channels,
+                   seats=seats)
+
+    def seat(self, ident: str) -> Seat | None:
+        """A seat by member id or any of its aliases (case-insensitive)."""
+        return self.seats.get(ident.strip().lower())
+
+
+@dataclass
+class OrgSource:
+    path: Path
+    _view: OrgView | None = None
+    _mtime: float | None = None
+    degraded: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, path: Path) -> OrgSource:
+        """Load the org now; a bad file is a ConfigError at start, not at the first report."""
+        src = cls(path)
+        src._view = OrgView.of(load_org(path))
+        src._mtime = path.stat().st_mtime
+        return src
+
+    def current(self) -> tuple[OrgView, list[str]]:
+        """The org to decide with, and what is degraded about it."""
+        assert self._view is not None
+        try:
+            mtime = self.path.stat().st_mtime
+            if mtime != self._mtime:
+                self._view = OrgView.of(load_org(self.path))
+                self._mtime = mtime
+                self.degraded = []
+        except (OSError, ConfigError) as exc:
+            first = str(exc).splitlines()[0]
+            self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
+        return self._view, list(self.degraded)

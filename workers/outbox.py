@@ -1,0 +1,105 @@
+"""The `file` outbound adapter: asks appended to a JSONL outbox (the embedded default).
+
+Exactly-once is the send stage's job (intent recorded before the write, reconciliation after
+a crash); this adapter supplies the two primitives it needs: `send` and `reconcile`, which
+looks for a line carrying the idempotency id. Lines are written under an exclusive `flock`
+so several worker processes can share one outbox without interleaving.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from pathlib import Path
+from typing import Protocol
+
+from contracts.messages import OutboundAsk, SendResult
+from workers.errors import TransientError
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+class Outbound(Protocol):
+    name: str
+
+    def send(self, ask: OutboundAsk, *, now_ms: int) -> SendResult: ...
+
+    def reconcile(self, ask: OutboundAsk) -> SendResult | None: ...
+
+
+def _room_slug(ask: OutboundAsk) -> str:
+    base = _SLUG.sub("-", (ask.room_name or ask.work_id).lower()).strip("-")[:60] or "ask"
+    return f"room:{base}-{ask.idempotency_id[-8:]}"
+
+
+def channel_for(ask: OutboundAsk) -> tuple[str, bool]:
+    """The channel an ask lands in on a file outbox, and whether a room was created for it."""
+    if ask.surface == "dm":
+        return f"dm:{ask.member_ids[0]}", False
+    if ask.surface == "new_room":
+        return _room_slug(ask), True
+    if ask.channel_id:
+        return ask.channel_id, False
+    raise ValueError(f"surface {ask.surface} needs a channel id")
+
+
+class FileOutbox:
+    name = "file"
+
+    def __init__(self, path: Path, *, fsync: bool = True) -> None:
+        self.path = path
+        self.fsync = fsync
+
+    def send(self, ask: OutboundAsk, *, now_ms: int) -> SendResult:
+        channel_id, created = channel_for(ask)
+        result = SendResult(
+            channel_id=channel_id, message_id=f"file:{ask.idempotency_id}", room_created=created
+        )
+        line = json.dumps(
+            {"atMs": now_ms, **ask.to_wire(), "channelId": channel_id,
+             "messageId": result.message_id, "roomCreated": created},
+            ensure_ascii=False,
+        )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                os.write(fd, (line + "\n").encode())
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)  # closing releases the lock
+        except OSError as exc:
+            raise TransientError(f"cannot append to outbox {self.path}: {exc}") from exc
+        return result
+
+    def reconcile(self, ask: OutboundAsk) -> SendResult | None:
+        """The earlier write of this ask, if it reached the outbox."""
+        for record in read_outbox(self.path):
+            if record.get("idempotencyId") == ask.idempotency_id:
+                return SendResult(
+                    channel_id=record["channelId"],
+                    message_id=record["messageId"],
+                    room_created=bool(record.get("roomCreated")),
+                )
+        return None
+
+
+def read_outbox(path: Path) -> list[dict[str, object]]:
+    """Every complete line of an outbox; a torn last line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return []
+    records = []
+    with path.open("rb") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                records.append(json.loads(raw))
+            except json.JSONDecodeError:
+                continue
+    return records

@@ -1,0 +1,82 @@
+"""Settings, from the environment (prefix SEATWIRE_). One typed object; read once at start.
+
+With neither SEATWIRE_REDIS_URL nor SEATWIRE_BROKER_URL set, Seatwire runs embedded: an
+in-process Redis stand-in and an in-memory broker. Setting SEATWIRE_REDIS_URL alone uses that
+Redis for both the stores and the broker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from contracts import Limits
+from workers.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_ORG = REPO_ROOT / "examples" / "org.yaml"
+EMBEDDED_TOKEN = "seatwire-embedded-dev-token"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SEATWIRE_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    redis_url: str | None = None
+    broker_url: str | None = None
+    org_file: Path = BUNDLED_ORG
+    api_token: SecretStr | None = None
+    outbound: Literal["file"] = "file"
+    outbox_path: Path = Path(".seatwire/outbox.jsonl")
+    outbox_fsync: bool = True
+    limits: Limits = Field(default_factory=Limits)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    visibility_timeout_s: int = Field(default=900, ge=30)
+    task_time_limit_s: int = Field(default=60, ge=5)
+    reservation_ttl_ms: int = Field(default=1_800_000, ge=1000)
+    journal_deadline_ms: int = Field(default=300_000, ge=1000)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    ingress_budget_s: float = Field(default=2.5, gt=0)
+
+    @field_validator("redis_url", "broker_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def embedded(self) -> bool:
+        return self.redis_url is None and self.broker_url is None
+
+    @property
+    def resolved_broker_url(self) -> str:
+        return self.broker_url or self.redis_url or "memory://"
+
+    def token(self) -> str:
+        """The bearer token for /v1. Embedded mode has a fixed development token."""
+        if self.api_token is not None and self.api_token.get_secret_value().strip():
+            return self.api_token.get_secret_value()
+        if self.embedded:
+            return EMBEDDED_TOKEN
+        raise ConfigError(
+            "SEATWIRE_API_TOKEN is not set: with a real Redis or broker configured the API "
+            "needs a bearer token of your own"
+        )
+
+    def check(self) -> None:
+        """Refuse, at start, a configuration that can only fail later."""
+        if self.broker_url is not None and self.redis_url is None:
+            raise ConfigError(
+                "SEATWIRE_BROKER_URL is set without SEATWIRE_REDIS_URL: the journal and the "
+                "ledger need a real Redis whenever the broker is shared between processes"
+            )
+        if self.task_time_limit_s * 1000 + 300_000 >= self.visibility_timeout_s * 1000:
+            raise ConfigError(
+                "visibility_timeout_s must exceed the task time limit plus the 300 s retry cap, "
+                "or the broker redelivers tasks that are still running"
+            )
+        self.token()

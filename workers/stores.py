@@ -1,0 +1,342 @@
+"""Redis stores: the event journal and the engagement ledger (with its guardrail indexes).
+
+Every multi-key change is one Lua script, and every script is idempotent for its operation
+id, because redis-py may re-send a command whose reply was lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+
+from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits, Target
+from pipeline.guardrails import Tally, judge, target_ids
+from workers import keys
+from workers.errors import PermanentError
+
+FINAL_STATES = frozenset({"engaged", "nobody", "refused", "send_failed", "send_blocked"})
+
+
+def _script(client: redis.Redis, name: str) -> Any:
+    source = resources.files("workers").joinpath(f"lua/{name}.lua").read_text()
+    return client.register_script(source)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    new: bool
+    state: str
+    enqueued: bool
+    fingerprint: str
+
+
+class Journal:
+    """Every accepted event, from `accepted` to a final state, so nothing is dropped unseen."""
+
+    def __init__(self, client: redis.Redis, *, deadline_ms: int = 300_000) -> None:
+        self.r = client
+        self.deadline_ms = deadline_ms
+        self._accept = _script(client, "journal_accept")
+        self._decide = _script(client, "decision_record")
+
+    def accept(
+        self, tracking_id: str, *, kind: str, seat_id: str, payload: str, now_ms: int,
+        fingerprint: str,
+    ) -> Accepted:
+        """Journal an event once; an existing entry is returned as it stands."""
+        state, enqueued, stored = self._accept(
+            keys=[keys.journal(tracking_id), keys.JOURNAL_OPEN],
+            args=[tracking_id, kind, seat_id, payload, now_ms, now_ms + self.deadline_ms,
+                  fingerprint],
+        )
+        state = _s(state)
+        if state == "new":
+            return Accepted(new=True, state="accepted", enqueued=False, fingerprint=fingerprint)
+        return Accepted(new=False, state=state, enqueued=bool(_s(enqueued)),
+                        fingerprint=_s(stored))
+
+    def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
+        self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)
+
+    def fail(self, tracking_id: str, *, stage: str, error: str) -> None:
+        """A stage gave up on this entry: record where and why (the operator's to replay)."""
+        self.r.hset(
+            keys.journal(tracking_id),
+            mapping={"state": "failed", "failedStage": stage, "error": error[:2000]},
+        )
+        self.r.zrem(keys.JOURNAL_OPEN, tracking_id)
+
+    def get(self, tracking_id: str) -> dict[str, Any] | None:
+        raw = self.r.hgetall(keys.journal(tracking_id))
+        if not raw:
+            return None
+        entry = {_s(k): _s(v) for k, v in raw.items()}
+        for field in ("payload", "decision"):
+            if field in entry:
+                entry[field] = json.loads(entry[field])
+        return entry
+
+    def record_decision(
+        self,
+        tracking_id: str,
+        *,
+        seat_id: str,
+        decision: EngagementDecision,
+        row: LedgerRow | None,
+        now_ms: int,
+    ) -> EngagementDecision:
+        """Store the decision once; a non-engagement also writes its ledger row and ends here."""
+        final = "" if row is None else ("refused" if decision.guardrail else "nobody")
+        try:
+            stored = self._decide(
+                keys=[
+                    keys.journal(tracking_id),
+                    keys.JOURNAL_OPEN,
+                    keys.ledger_stream(seat_id),
+                    keys.LEDGER_SEATS,
+                ],
+                args=[
+                    decision.model_dump_json(by_alias=True),
+                    "" if row is None else row.model_dump_json(by_alias=True),
+                    final,
+                    now_ms,
+                    seat_id,
+                    tracking_id,
+                ],
+            )
+        except redis.ResponseError as exc:
+            if "NOENTRY" in str(exc):
+                raise PermanentError(str(exc)) from exc
+            raise
+        return EngagementDecision.model_validate_json(stored)
+
+
+@dataclass(frozen=True)
+class SendStart:
+    verb: str  # go | reconcile | busy | expired | done | missing
+    info: str
+
+
+class Ledger:
+    """The engagement ledger: a stream of rows per seat plus the indexes the limits count."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        limits: Limits,
+        reservation_ttl_ms: int = 1_800_000,
+        retention_ms: int = 30 * 86_400_000,
+    ) -> None:
+        self.r = client
+        self.limits = limits
+        self.reservation_ttl_ms = reservation_ttl_ms
+        self.retention_ms = retention_ms
+        self._reserve = _script(client, "guard_reserve")
+        self._begin = _script(client, "send_begin")
+        self._finish = _script(client, "op_finish")
+        self._abandon = _script(client, "send_abandon")
+
+    # ---------------------------------------------------------------- guardrails
+
+    def reserve(
+        self,
+        op_id: str,
+        *,
+        decision: EngagementDecision,
+        seat_id: str,
+        tracking_id: str,
+        now_ms: int | None = None,
+    ) -> GuardrailVerdict:
+        """Check every limit and, if allowed, hold a place, in one atomic step."""
+        dedupe_key = decision.dedupe_key or ""
+        ids = target_ids(decision.targets)
+        creates_room = decision.surface == "new_room"
+        lim = self.limits
+        fields = {
+            "seatId": seat_id,
+            "workId": decision.work_id,
+            "dedupeKey": dedupe_key,
+            "targets": json.dumps(ids),
+            "trackingId": tracking_id,
+        }
+        reply = self._reserve(
+            keys=[
+                keys.op(op_id),
+                keys.PENDING,
+                keys.by_dedupe_key(dedupe_key),
+                keys.by_work(decision.work_id),
+                keys.by_seat(seat_id),
+                keys.rooms_of(seat_id),
+                keys.journal(tracking_id),
+                *(keys.by_target(t) for t in ids),
+            ],
+            args=[
+                op_id,
+                "" if now_ms is None else now_ms,
+                lim.reengage_after_ms,
+                lim.max_attempts_per_ask,
+                lim.per_target_per_day,
+                lim.per_work_per_day,
+                lim.per_seat_per_hour,
+                lim.rooms_per_day,
+                "1" if creates_room else "0",
+                self.reservation_ttl_ms,
+                keys.OP_PREFIX,
+                self.retention_ms,
+                len(ids),
+                *ids,
+                *(x for kv in fields.items() for x in kv),
+            ],
+        )
+        allowed, code = int(reply[0]), _s(reply[1])
+        last = int(reply[4])
+        at_ms = int(reply[8])
+        counted = Tally(
+            same_key=int(reply[3]),
+            last_same_at_ms=None if last < 0 else last,
+            per_target={t: int(n) for t, n in zip(ids, reply[10:], strict=True)},
+            work=int(reply[5]),
+            seat=int(reply[6]),
+            rooms=int(reply[7]),
+        )
+        verdict = judge(
+            counted,
+            now_ms=at_ms,
+            work_id=decision.work_id,
+            seat_id=seat_id,
+            creates_room=creates_room,
+            limits=lim,
+        )
+        # The script decided atomically; the pure judge must agree on the same tally.
+        if verdict.allowed != bool(allowed) or (verdict.code or "") != code:
+            raise PermanentError(
+                f"guardrail script and judge disagree for {op_id}: script={code or 'allowed'} "
+                f"judge={verdict.code or 'allowed'}"
+            )
+        return verdict
+
+    def begin_send(
+        self, op_id: str, *, tracking_id: str, idempotency_id: str, token: str, lease_ms: int,
+        now_ms: int | None = None,
+    ) -> SendStart:
+        verb, info = self._begin(
+            keys=[keys.op(op_id), keys.PENDING, keys.journal(tracking_id)],
+            args=["" if now_ms is None else now_ms, token, lease_ms, idempotency_id, op_id],
+        )
+        return SendStart(_s(verb), _s(info))
+
+    def finish(
+        self,
+        op_id: str,
+        *,
+        outcome: str,
+        row: LedgerRow,
+        tracking_id: str,
+        token: str = "",
+        now_ms: int,
+        message_id: str = "",
+        channel_id: str = "",
+    ) -> str:
+        """Record the final outcome once. Returns ok, done (already final) or stale."""
+        verb, _state = self._finish(
+            keys=[
+                keys.op(op_id),
+                keys.journal(tracking_id),
+                keys.JOURNAL_OPEN,
+                keys.ledger_stream(row.seat_id),
+                keys.LEDGER_SEATS,
+            ],
+            args=[
+                outcome,
+                row.model_dump_json(by_alias=True),
+                token,
+                now_ms,
+                tracking_id,
+                row.seat_id,
+                op_id,
+                message_id,
+                channel_id,
+            ],
+        )
+        return _s(verb)
+
+    def abandon(self, op_id: str, token: str) -> bool:
+        """Mark an interrupted send `unknown`, so the next try reconciles before posting."""
+        return bool(self._abandon(keys=[keys.op(op_id)], args=[token]))
+
+    def op_state(self, op_id: str) -> dict[str, str]:
+        return {_s(k): _s(v) for k, v in self.r.hgetall(keys.op(op_id)).items()}
+
+    # ---------------------------------------------------------------- reading
+
+    def rows_for(
+        self, *, dedupe_key: str, targets: list[Target], work_id: str, seat_id: str
+    ) -> list[LedgerRow]:
+        """The counted rows (every seat's) that bear on one ask: the context for a decision."""
+        index_keys = [
+            keys.by_dedupe_key(dedupe_key),
+            keys.by_work(work_id),
+            keys.by_seat(seat_id),
+            keys.rooms_of(seat_id),
+            *(keys.by_target(t) for t in target_ids(targets)),
+        ]
+        pipe = self.r.pipeline(transaction=False)
+        for k in index_keys:
+            pipe.zrange(k, 0, -1)
+        op_ids = sorted({_s(m) for members in pipe.execute() for m in members})
+        if not op_ids:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for op_id in op_ids:
+            pipe.hgetall(keys.op(op_id))
+        rows = []
+        for raw in pipe.execute():
+            op = {_s(k): _s(v) for k, v in raw.items()}
+            if op.get("state") not in ("reserved", "sending", "unknown", "engaged"):
+                continue
+            rows.append(
+                LedgerRow(
+                    at_ms=int(op["atMs"]),
+                    seat_id=op.get("seatId", ""),
+                    work_id=op.get("workId", ""),
+                    dedupe_key=op.get("dedupeKey"),
+                    outcome=op["state"],  # type: ignore[arg-type]
+                    engaged=op["state"] == "engaged",
+                    room_created=op.get("roomCreated") == "1",
+                    targets=tuple(
+                        Target(member_id=t) for t in json.loads(op.get("targets", "[]"))
+                    ),
+                    expires_at_ms=int(op["expiresAtMs"]) if op["state"] == "reserved" else None,
+                    tracking_id=op.get("trackingId"),
+                )
+            )
+        return rows
+
+    def read(
+        self, *, seat_ids: list[str] | None = None, work_id: str | None = None, limit: int = 100
+    ) -> list[LedgerRow]:
+        """Recent ledger rows, newest first, across the given seats (default: every seat)."""
+        seats = seat_ids if seat_ids is not None else sorted(
+            _s(s) for s in self.r.smembers(keys.LEDGER_SEATS)
+        )
+        pipe = self.r.pipeline(transaction=False)
+        for seat in seats:
+            pipe.xrevrange(keys.ledger_stream(seat), count=limit if work_id is None else None)
+        rows: list[tuple[str, LedgerRow]] = []
+        for entries in pipe.execute():
+            for entry_id, fields in entries:
+                row = LedgerRow.model_validate_json(fields[b"row"] if b"row" in fields
+                                                    else fields["row"])
+                if work_id is None or row.work_id == work_id:
+                    rows.append((_s(entry_id), row))
+        rows.sort(key=lambda pair: (pair[1].at_ms, pair[0]), reverse=True)
+        return [row for _, row in rows[:limit]]
