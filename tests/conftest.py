@@ -1,0 +1,56 @@
+"""Shared fixtures. Anything that touches Redis uses a REAL Redis server.
+
+SEATWIRE_TEST_REDIS_URL (default redis://127.0.0.1:6379/15) names a database the tests may
+flush. Without a reachable server, Redis tests SKIP locally with a visible reason, and FAIL
+when CI=true: CI must never pass because the real-Redis tests did not run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+REDIS_URL = os.environ.get("SEATWIRE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _reachable() -> str | None:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    problem = _reachable()
+    if problem is not None:
+        message = f"real Redis needed at {REDIS_URL} ({problem})"
+        if IN_CI:
+            pytest.fail(f"{message}: CI must run the Redis tests", pytrace=False)
+        pytest.skip(f"{message}; set SEATWIRE_TEST_REDIS_URL or start redis-server")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client on a flushed test database (flushed again afterwards)."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    redis_skips = [r for r in skipped if "real Redis needed" in str(r.longrepr)]
+    if redis_skips:
+        terminalreporter.write_line(
+            f"WARNING: {len(redis_skips)} test(s) needing a real Redis were SKIPPED",
+            yellow=True, bold=True,
+        )
