@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from pathlib import Path
@@ -102,7 +103,7 @@ def worker(
         raise typer.Exit(2) from exc
     app = create_app(settings)
     argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
-            "--loglevel", loglevel, "-n", hostname or f"{'+'.join(names)}-%p@%h",
+            "--loglevel", loglevel, "-n", hostname or f"{'+'.join(names)}-{os.getpid()}@%h",
             "--without-mingle", "--without-gossip"]
     app.worker_main(argv)
 

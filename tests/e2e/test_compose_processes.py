@@ -1,0 +1,205 @@
+"""End to end, as production runs it: the commands of compose.yaml started as processes (the
+ingress and one Celery worker pool per stage queue) against a real Redis; work reports posted
+over HTTP; the ledger and the outbox checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import yaml
+
+from contracts import EngagementDecision, GuardrailVerdict
+from contracts.messages import ReservedEnvelope
+from workers import bootstrap
+from workers.celery_app import Task, create_app, publish
+from workers.demo import SCENARIO, _check, _steps
+from workers.embedded import free_port
+from workers.outbox import read_outbox
+from workers.settings import REPO_ROOT, Settings
+
+pytestmark = pytest.mark.e2e
+TOKEN = "e2e-token"
+SEATWIRE = str(Path(sys.executable).parent / "seatwire")
+FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"}
+
+
+def compose_commands() -> dict[str, list[str]]:
+    """The command of every Seatwire service in compose.yaml."""
+    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    return {name: svc["command"] for name, svc in spec["services"].items()
+            if svc.get("command") and svc["command"][0] == "seatwire"}
+
+
+@dataclass
+class Cluster:
+    base: str
+    env: dict[str, str]
+    outbox: Path
+    procs: list[subprocess.Popen[bytes]]
+    logs: list[Path]
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(base_url=self.base, timeout=10,
+                            headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+def _wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{p.args} exited with {p.returncode}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("the ingress never became ready")
+
+
+@pytest.fixture
+def cluster(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    port = free_port()
+    outbox = tmp_path / "outbox.jsonl"
+    env = {
+        **os.environ,
+        "SEATWIRE_REDIS_URL": redis_url,
+        "SEATWIRE_API_TOKEN": TOKEN,
+        "SEATWIRE_ORG_FILE": str(REPO_ROOT / "examples" / "org.yaml"),
+        "SEATWIRE_OUTBOX_PATH": str(outbox),
+        "SEATWIRE_OUTBOX_FSYNC": "false",
+    }
+    procs, logs = [], []
+    for name, command in compose_commands().items():
+        args = [SEATWIRE if a == "seatwire" else a for a in command]
+        if name == "ingress":
+            args = [str(port) if prev == "--port" else ("127.0.0.1" if prev == "--host" else a)
+                    for prev, a in zip(["", *args[:-1]], args, strict=True)]
+        log = tmp_path / f"{name}.log"
+        logs.append(log)
+        with log.open("wb") as fh:
+            procs.append(subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(base, procs)
+        yield Cluster(base=base, env=env, outbox=outbox, procs=procs, logs=logs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def _wait_final(http: httpx.Client, tracking_id: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body: dict[str, Any] = http.get(f"/v1/work/{tracking_id}").json()
+        if body["state"] in FINAL:
+            return body
+        time.sleep(0.05)
+    raise TimeoutError(f"{tracking_id} never reached a final state")
+
+
+def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
+    """compose.yaml runs the ingress and a worker for each stage queue, plus Redis and Flower."""
+    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    services = spec["services"]
+    assert {"redis", "ingress", "flower"} <= set(services)
+    queues = sorted(c[c.index("--queues") + 1] for c in compose_commands().values()
+                    if c[1] == "worker")
+    assert queues == ["engagement", "guardrails", "send"]
+    redis_cmd = " ".join(services["redis"]["command"])
+    assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
+
+
+def test_scenario_end_to_end(cluster: Cluster) -> None:
+    """Every scenario case ends as it must; the ledger has a row for each and the outbox holds
+    exactly the engaged asks, once each (the re-posted report included)."""
+    steps = _steps(yaml.safe_load(SCENARIO.read_text()), suffix="")
+    engaged_ids, tracking_ids = set(), []
+    with cluster.http() as http:
+        for step in steps:
+            resp = http.post(f"/v1/seats/{step['seat']}/work", json=step["report"])
+            assert resp.status_code == 202, resp.text
+            posted = resp.json()
+            final = _wait_final(http, posted["trackingId"])
+            assert _check(step.get("expect", {}), posted, final), (step["name"], final)
+            if posted["status"] == "accepted":
+                tracking_ids.append(posted["trackingId"])
+            if final["state"] == "engaged":
+                engaged_ids.add(final["send"]["idempotencyId"])
+        rows = http.get("/v1/ledger", params={"limit": 1000}).json()["rows"]
+    assert sorted(r["trackingId"] for r in rows) == sorted(tracking_ids)
+    engaged_rows = [r for r in rows if r["outcome"] == "engaged"]
+    assert {r["idempotencyId"] for r in engaged_rows} == engaged_ids
+    lines = read_outbox(cluster.outbox)
+    assert sorted(str(x["idempotencyId"]) for x in lines) == sorted(engaged_ids)
+    by_code = {r["reasonCode"]: r for r in rows}
+    assert by_code["unroutable"]["outcome"] == "unroutable"
+    assert by_code["already_engaged"]["outcome"] == "already_engaged"
+    assert by_code["self_contained"]["outcome"] == "none"
+
+
+def test_send_task_delivered_twice_writes_one_line(
+    cluster: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    """The same send task delivered twice, concurrently and then again after it finished,
+    puts exactly one line in the outbox."""
+    settings = Settings(redis_url=redis_url, api_token=TOKEN,
+                        outbox_path=tmp_path / "unused.jsonl")
+    app = create_app(settings, register=False)
+    container = bootstrap.build_container(settings, app=app)
+    decision = EngagementDecision.model_validate({
+        "engage": True, "trigger": "blocked_on_other", "reasonCode": "blocked:access",
+        "targets": [{"memberId": "ben", "name": "Ben Lindqvist", "rung": "explicit"}],
+        "surface": "dm", "memberIds": ["ben"], "mentions": [{"memberId": "ben"}],
+        "body": "**Blocked:** twice", "workId": "twice", "dedupeKey": "twice-key",
+        "attempt": 1, "nowMs": 1,
+    })
+    tracking = "wr-send-twice"
+    container.journal.accept(tracking, kind="work", seat_id="scout", payload="{}",
+                             now_ms=bootstrap.now_ms(), fingerprint="x")
+    verdict = container.ledger.reserve(tracking, decision=decision, seat_id="scout",
+                                       tracking_id=tracking)
+    assert verdict.allowed
+    message = ReservedEnvelope(tracking_id=tracking, seat_id="scout", decision=decision,
+                               verdict=GuardrailVerdict(allowed=True, attempt=verdict.attempt))
+    barrier = threading.Barrier(2)
+
+    def deliver() -> None:
+        barrier.wait()
+        publish(app, Task.SEND, tracking, message.to_wire())
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with cluster.http() as http:
+        assert _wait_final(http, tracking)["state"] == "engaged"
+        publish(app, Task.SEND, tracking, message.to_wire())
+        time.sleep(1.0)  # give the redelivery time to run (it must be a no-op)
+        rows = http.get("/v1/ledger", params={"workId": "twice"}).json()["rows"]
+    lines = [x for x in read_outbox(cluster.outbox) if x["workId"] == "twice"]
+    assert len(lines) == 1, json.dumps(lines)
+    assert [r["outcome"] for r in rows] == ["engaged"]

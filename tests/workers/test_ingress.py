@@ -1,0 +1,227 @@
+"""The ingress against a real Redis (stores and broker): what is accepted is journalled and
+enqueued before the 202; what is refused leaves no trace."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from workers import bootstrap, keys
+from workers.celery_app import create_app
+from workers.ingress import create_ingress, tracking_id_for
+from workers.settings import Settings
+
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+BLOCKED = {
+    "id": "billing-migration",
+    "title": "Migrate the billing tables",
+    "state": "blocked",
+    "scope": "billing database",
+    "blocker": {"kind": "access"},
+    "selfServeExhausted": True,
+}
+
+
+def _settings(url: str, **overrides: Any) -> Settings:
+    return Settings(redis_url=url, api_token=TOKEN, **overrides)
+
+
+@pytest.fixture
+def client(redis_client: redis.Redis, redis_url: str, tmp_path: Any) -> Iterator[TestClient]:
+    settings = _settings(redis_url, outbox_path=tmp_path / "outbox.jsonl")
+    app = create_app(settings, register=False)
+    container = bootstrap.build_container(settings, app=app)
+    with TestClient(create_ingress(container, app)) as c:
+        yield c
+
+
+def _journal_keys(r: redis.Redis) -> list[bytes]:
+    return [k for k in r.scan_iter(match=keys.journal("*"))]
+
+
+def _queued(r: redis.Redis) -> int:
+    return int(r.llen("engagement"))
+
+
+def test_accepted_report_is_journalled_and_enqueued(client: TestClient, redis_client: redis.Redis):
+    """A valid report gets 202 with its tracking id, a journal entry and one queued task."""
+    resp = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+    assert resp.status_code == 202, resp.text
+    body = resp.json()
+    assert body["trackingId"] == tracking_id_for("scout", "billing-migration", 1)
+    assert body["status"] == "accepted"
+    entry = redis_client.hgetall(keys.journal(body["trackingId"]))
+    assert entry[b"state"] == b"accepted" and b"enqueuedAtMs" in entry
+    assert _queued(redis_client) == 1
+    message = json.loads(redis_client.lindex("engagement", 0))
+    assert message["headers"]["id"] == f"{body['trackingId']}:engagement"
+
+
+def test_reposted_report_is_a_noop(client: TestClient, redis_client: redis.Redis):
+    """Posting the same (seat, work, revision) again answers 'duplicate' and enqueues nothing."""
+    first = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH).json()
+    again = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+    assert again.status_code == 202
+    assert again.json()["status"] == "duplicate"
+    assert again.json()["trackingId"] == first["trackingId"]
+    assert _queued(redis_client) == 1
+
+
+def test_seat_alias_resolves_to_the_same_event(client: TestClient, redis_client: redis.Redis):
+    """A seat addressed by an alias is the same seat: same tracking id, still one task."""
+    first = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH).json()
+    again = client.post("/v1/seats/U0SCOUT/work", json=BLOCKED, headers=AUTH).json()
+    assert again["trackingId"] == first["trackingId"] and again["status"] == "duplicate"
+    assert _queued(redis_client) == 1
+
+
+def test_new_revision_is_a_new_event(client: TestClient, redis_client: redis.Redis):
+    """A higher revision of the same work is a new report."""
+    client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+    resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "revision": 2}, headers=AUTH)
+    assert resp.json()["status"] == "accepted"
+    assert _queued(redis_client) == 2
+
+
+def test_revision_reused_with_other_content_is_a_conflict(
+    client: TestClient, redis_client: redis.Redis
+):
+    """The same revision with a different body is a 409, not a silently ignored change."""
+    client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+    resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "title": "Other"}, headers=AUTH)
+    assert resp.status_code == 409
+    assert resp.json()["error"] == "revision_reused"
+    assert _queued(redis_client) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "status", "error"),
+    [
+        ("/v1/seats/scout/work", BLOCKED, {}, 401, "unauthorized"),
+        ("/v1/seats/scout/work", BLOCKED, {"Authorization": "Bearer wrong"}, 401, "unauthorized"),
+        ("/v1/seats/scout/work", BLOCKED, {"Authorization": TOKEN}, 401, "unauthorized"),
+        ("/v1/seats/nobody-here/work", BLOCKED, AUTH, 404, "unknown_seat"),
+        ("/v1/seats/scout/work", {**BLOCKED, "state": "stuck"}, AUTH, 422, "invalid_work_report"),
+        ("/v1/seats/scout/work", {**BLOCKED, "selfServeExhaused": True}, AUTH, 422,
+         "invalid_work_report"),
+        ("/v1/seats/scout/work", {"title": "no id"}, AUTH, 422, "invalid_work_report"),
+        ("/v1/seats/scout/work", {**BLOCKED, "seatId": "tally"}, AUTH, 422,
+         "invalid_work_report"),
+        ("/v1/seats/scout/work", {**BLOCKED, "blocker": {"kind": "budget"}}, AUTH, 422,
+         "invalid_work_report"),
+    ],
+)
+def test_refused_requests_change_nothing(
+    client: TestClient, redis_client: redis.Redis, path: str, body: dict[str, Any],
+    headers: dict[str, str], status: int, error: str,
+):
+    """Every refusal has its status and error, and nothing is journalled or enqueued."""
+    resp = client.post(path, json=body, headers=headers)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["error"] == error
+    assert _journal_keys(redis_client) == [] and _queued(redis_client) == 0
+
+
+def test_invalid_report_names_the_field(client: TestClient):
+    """A 422 names the field that is wrong, nested path included."""
+    resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "blocker": {"kind": "budget"}},
+                       headers=AUTH)
+    fields = [d["field"] for d in resp.json()["detail"]]
+    assert fields == ["blocker.kind"]
+    resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "selfServeExhaused": True},
+                       headers=AUTH)
+    assert [d["field"] for d in resp.json()["detail"]] == ["selfServeExhaused"]
+
+
+def test_malformed_json_is_422(client: TestClient, redis_client: redis.Redis):
+    """A body that is not JSON is a 422 and changes nothing."""
+    resp = client.post("/v1/seats/scout/work", content=b"{not json",
+                       headers={**AUTH, "Content-Type": "application/json"})
+    assert resp.status_code == 422 and resp.json()["error"] == "invalid_json"
+    assert _journal_keys(redis_client) == []
+
+
+def test_wrong_content_type_is_415(client: TestClient, redis_client: redis.Redis):
+    """Form data is refused with 415 before anything is read into the journal."""
+    resp = client.post("/v1/seats/scout/work", content=b"id=x",
+                       headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"})
+    assert resp.status_code == 415
+    assert _journal_keys(redis_client) == []
+
+
+def test_body_over_one_mebibyte_is_413(client: TestClient, redis_client: redis.Redis):
+    """A body over 1 MiB is a 413, declared length or not, and nothing is journalled."""
+    big = json.dumps({**BLOCKED, "summary": "x" * (1024 * 1024)}).encode()
+    resp = client.post("/v1/seats/scout/work", content=big,
+                       headers={**AUTH, "Content-Type": "application/json"})
+    assert resp.status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: streamed, counted as it arrives
+        for _ in range(17):
+            yield b" " * 65536
+
+    resp = client.post("/v1/seats/scout/work", content=chunks(),
+                       headers={**AUTH, "Content-Type": "application/json"})
+    assert resp.status_code == 413
+    assert _journal_keys(redis_client) == [] and _queued(redis_client) == 0
+
+
+def test_redis_down_is_503_with_retry_after(redis_url: str, tmp_path: Any):
+    """With the stores' Redis unreachable the answer is 503 + Retry-After, never 2xx."""
+    settings = _settings("redis://127.0.0.1:1/0", outbox_path=tmp_path / "o.jsonl")
+    app = create_app(_settings(redis_url), register=False)
+    container = bootstrap.build_container(settings, app=app)
+    with TestClient(create_ingress(container, app)) as c:
+        started = time.monotonic()
+        resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+        assert resp.status_code == 503 and resp.headers["Retry-After"]
+        assert time.monotonic() - started < 10
+        assert c.get("/readyz").status_code == 503
+
+
+def test_broker_down_is_503_and_a_retry_enqueues(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Any
+):
+    """Broker unreachable: 503; the entry waits unenqueued, and the client's retry enqueues it."""
+    settings = _settings(redis_url, broker_url="redis://127.0.0.1:1/0",
+                         outbox_path=tmp_path / "o.jsonl")
+    down = create_app(settings, register=False)
+    container = bootstrap.build_container(settings, app=down)
+    with TestClient(create_ingress(container, down)) as c:
+        resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+        assert resp.status_code == 503
+    tracking = tracking_id_for("scout", "billing-migration", 1)
+    entry = redis_client.hgetall(keys.journal(tracking))
+    assert entry[b"state"] == b"accepted" and b"enqueuedAtMs" not in entry
+    up = create_app(_settings(redis_url), register=False)
+    with TestClient(create_ingress(bootstrap.build_container(_settings(redis_url), app=up),
+                                   up)) as c:
+        resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+        assert resp.status_code == 202
+    assert _queued(redis_client) == 1
+    assert b"enqueuedAtMs" in redis_client.hgetall(keys.journal(tracking))
+
+
+def test_health_ready_and_openapi(client: TestClient):
+    """healthz is up, readyz sees Redis and the broker, and the OpenAPI document is served."""
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"] == {"redis": "ok",
+                                                                    "broker": "ok"}
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/seats/{seat}/work", "/v1/ledger", "/healthz", "/readyz"} <= set(paths)
+
+
+def test_ledger_and_work_need_the_token(client: TestClient):
+    """Reading the ledger or a tracking id needs the bearer token too."""
+    assert client.get("/v1/ledger").status_code == 401
+    assert client.get("/v1/work/wr-x").status_code == 401
+    assert client.get("/v1/work/wr-x", headers=AUTH).status_code == 404
+    assert client.get("/v1/ledger?seat=ghost", headers=AUTH).status_code == 404
