@@ -52,5 +52,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if redis_skips:
         terminalreporter.write_line(
             f"WARNING: {len(redis_skips)} test(s) needing a real Redis were SKIPPED",
-            yellow=True, bold=True,
+            yellow=True,
+            bold=True,
         )

@@ -66,13 +66,26 @@ def build_container(
         client = redis_client(settings.redis_url)
     org = OrgSource.open(settings.org_file)
     journal = Journal(client, deadline_ms=settings.journal_deadline_ms)
-    ledger = Ledger(client, limits=settings.limits,
-                    reservation_ttl_ms=settings.reservation_ttl_ms)
+    ledger = Ledger(client, limits=settings.limits, reservation_ttl_ms=settings.reservation_ttl_ms)
     outbound = outbound_for(settings)
-    stages = Stages(journal=journal, ledger=ledger, org=org, outbound=outbound, clock_ms=now_ms,
-                    lease_ms=(settings.task_time_limit_s + 30) * 1000)
-    return Container(settings=settings, redis=client, journal=journal, ledger=ledger, org=org,
-                     outbound=outbound, stages=stages, app=app)
+    stages = Stages(
+        journal=journal,
+        ledger=ledger,
+        org=org,
+        outbound=outbound,
+        clock_ms=now_ms,
+        lease_ms=(settings.task_time_limit_s + 30) * 1000,
+    )
+    return Container(
+        settings=settings,
+        redis=client,
+        journal=journal,
+        ledger=ledger,
+        org=org,
+        outbound=outbound,
+        stages=stages,
+        app=app,
+    )
 
 
 _installed: tuple[int, Container] | None = None

@@ -33,15 +33,26 @@ class Task(StrEnum):
     SEND = "seatwire.send"
 
 
-TASK_QUEUE = {Task.ENGAGEMENT: Queue.ENGAGEMENT, Task.GUARDRAILS: Queue.GUARDRAILS,
-              Task.SEND: Queue.SEND}
+TASK_QUEUE = {
+    Task.ENGAGEMENT: Queue.ENGAGEMENT,
+    Task.GUARDRAILS: Queue.GUARDRAILS,
+    Task.SEND: Queue.SEND,
+}
 
 # Ingress publishes under a tight policy so it can answer 503 inside its budget; workers
 # ride out a Redis restart of several seconds before giving the message back.
-INGRESS_PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
-                         "interval_max": 0.5}
-WORKER_PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.1, "interval_step": 0.5,
-                        "interval_max": 2.0}
+INGRESS_PUBLISH_RETRY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+WORKER_PUBLISH_RETRY = {
+    "max_retries": 10,
+    "interval_start": 0.1,
+    "interval_step": 0.5,
+    "interval_max": 2.0,
+}
 
 
 def task_id(tracking_id: str, stage: Queue) -> str:
@@ -99,7 +110,11 @@ def create_app(settings: Settings, *, register: bool = True) -> Celery:
 
 
 def publish(
-    app: Celery, task: Task, tracking_id: str, message: dict[str, Any], *,
+    app: Celery,
+    task: Task,
+    tracking_id: str,
+    message: dict[str, Any],
+    *,
     retry_policy: dict[str, Any] | None = None,
 ) -> None:
     queue = TASK_QUEUE[task]

@@ -16,8 +16,11 @@ from rich.console import Console
 from workers.errors import ConfigError
 from workers.settings import Settings
 
-cli = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Seatwire: AI agent seats that engage the right person, exactly once.")
+cli = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Seatwire: AI agent seats that engage the right person, exactly once.",
+)
 console = Console()
 
 
@@ -84,8 +87,10 @@ def worker(
 
     settings = _settings()
     if settings.embedded:
-        console.print("[red]configuration error:[/red] a separate worker needs a shared broker: "
-                      "set SEATWIRE_REDIS_URL (or run `seatwire up` for everything in one process)")
+        console.print(
+            "[red]configuration error:[/red] a separate worker needs a shared broker: "
+            "set SEATWIRE_REDIS_URL (or run `seatwire up` for everything in one process)"
+        )
         raise typer.Exit(2)
     names = [q.strip() for q in queues.split(",") if q.strip()]
     known = {q.value for q in Queue}
@@ -102,9 +107,21 @@ def worker(
         console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
         raise typer.Exit(2) from exc
     app = create_app(settings)
-    argv = ["worker", "-Q", ",".join(names), "-c", str(concurrency), "-P", pool,
-            "--loglevel", loglevel, "-n", hostname or f"{'+'.join(names)}-{os.getpid()}@%h",
-            "--without-mingle", "--without-gossip"]
+    argv = [
+        "worker",
+        "-Q",
+        ",".join(names),
+        "-c",
+        str(concurrency),
+        "-P",
+        pool,
+        "--loglevel",
+        loglevel,
+        "-n",
+        hostname or f"{'+'.join(names)}-{os.getpid()}@%h",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     app.worker_main(argv)
 
 
@@ -120,8 +137,10 @@ def ingress(
 
     settings = _settings()
     if settings.embedded:
-        console.print("[red]configuration error:[/red] a separate ingress needs a shared broker: "
-                      "set SEATWIRE_REDIS_URL (or run `seatwire up`)")
+        console.print(
+            "[red]configuration error:[/red] a separate ingress needs a shared broker: "
+            "set SEATWIRE_REDIS_URL (or run `seatwire up`)"
+        )
         raise typer.Exit(2)
     try:
         app = create_app(settings, register=False)
@@ -129,8 +148,12 @@ def ingress(
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {exc}")
         raise typer.Exit(2) from exc
-    uvicorn.run(create_ingress(container, app), host=host or settings.host,
-                port=port or settings.port, log_level="info")
+    uvicorn.run(
+        create_ingress(container, app),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level="info",
+    )
 
 
 @cli.command()
@@ -142,9 +165,18 @@ def schema(
     from contracts import messages
 
     models = {name: getattr(contracts, name) for name in contracts.__all__}
-    models.update({n: getattr(messages, n) for n in ("WorkEnvelope", "DecisionEnvelope",
-                                                      "ReservedEnvelope", "OutboundAsk",
-                                                      "SendResult")})
+    models.update(
+        {
+            n: getattr(messages, n)
+            for n in (
+                "WorkEnvelope",
+                "DecisionEnvelope",
+                "ReservedEnvelope",
+                "OutboundAsk",
+                "SendResult",
+            )
+        }
+    )
     schemas = {
         name: model.model_json_schema(by_alias=True)
         for name, model in sorted(models.items())

@@ -61,14 +61,18 @@ def run_demo(settings: Settings, console: Console) -> int:
     system = EmbeddedSystem(settings)
     api = system.start()
     base = system.serve_in_background(api, "127.0.0.1", free_port())
-    mode = "embedded (in-process Redis stand-in, in-memory broker)" if settings.embedded \
+    mode = (
+        "embedded (in-process Redis stand-in, in-memory broker)"
+        if settings.embedded
         else f"Redis at {settings.redis_url}"
+    )
     console.print(f"[bold]Seatwire demo[/bold] — {mode}; ingress on {base}")
     steps = _steps(yaml.safe_load(SCENARIO.read_text()), suffix)
     results = []
     try:
-        with httpx.Client(base_url=base, timeout=10,
-                          headers={"Authorization": f"Bearer {settings.token()}"}) as http:
+        with httpx.Client(
+            base_url=base, timeout=10, headers={"Authorization": f"Bearer {settings.token()}"}
+        ) as http:
             for step in steps:
                 resp = http.post(f"/v1/seats/{step['seat']}/work", json=step["report"])
                 if resp.status_code != 202:
@@ -80,24 +84,41 @@ def run_demo(settings: Settings, console: Console) -> int:
         system.stop()
 
     table = Table(title="Every decision, written down", show_lines=True)
-    for col in ("#", "case", "seat", "outcome", "trigger", "reason code", "targets (rung)",
-                "surface", "check"):
+    for col in (
+        "#",
+        "case",
+        "seat",
+        "outcome",
+        "trigger",
+        "reason code",
+        "targets (rung)",
+        "surface",
+        "check",
+    ):
         table.add_column(col, overflow="fold")
     failures = 0
     engaged_ids = set()
     for i, (step, posted, final) in enumerate(results, 1):
         d = final.get("decision") or {}
-        outcome = "duplicate (no-op)" if posted["status"] == "duplicate" else (
-            "ENGAGED" if final["state"] == "engaged" else f"nobody ({final['state']})")
+        outcome = (
+            "duplicate (no-op)"
+            if posted["status"] == "duplicate"
+            else ("ENGAGED" if final["state"] == "engaged" else f"nobody ({final['state']})")
+        )
         if final["state"] == "engaged" and posted["status"] != "duplicate":
             engaged_ids.add(final["send"]["idempotencyId"])
         ok = _check(step.get("expect", {}), posted, final)
         failures += 0 if ok else 1
         table.add_row(
-            str(i), step["name"], step["seat"], outcome, d.get("trigger") or "-",
+            str(i),
+            step["name"],
+            step["seat"],
+            outcome,
+            d.get("trigger") or "-",
             d.get("reasonCode") or "-",
             ", ".join(f"{t['memberId']} ({t['rung']})" for t in d.get("targets", [])) or "-",
-            d.get("surface") or "-", "[green]ok[/green]" if ok else "[red]UNEXPECTED[/red]",
+            d.get("surface") or "-",
+            "[green]ok[/green]" if ok else "[red]UNEXPECTED[/red]",
         )
     console.print(table)
 
@@ -109,11 +130,15 @@ def run_demo(settings: Settings, console: Console) -> int:
     outbox_ids = {str(rec["idempotencyId"]) for rec in lines}
     if outbox_ids != engaged_ids or len(lines) != len(outbox_ids):
         failures += 1
-        console.print(f"[red]outbox does not hold exactly the engaged asks[/red]: "
-                      f"{json.dumps(sorted(outbox_ids))} vs {json.dumps(sorted(engaged_ids))}")
+        console.print(
+            f"[red]outbox does not hold exactly the engaged asks[/red]: "
+            f"{json.dumps(sorted(outbox_ids))} vs {json.dumps(sorted(engaged_ids))}"
+        )
     else:
-        console.print(f"\n[green]The outbox holds exactly the {len(engaged_ids)} engaged asks, "
-                      "once each.[/green]")
+        console.print(
+            f"\n[green]The outbox holds exactly the {len(engaged_ids)} engaged asks, "
+            "once each.[/green]"
+        )
     return 1 if failures else 0
 
 
@@ -122,8 +147,10 @@ def _check(expect: dict[str, Any], posted: dict[str, Any], final: dict[str, Any]
         return bool(posted["status"] == "duplicate")
     d = final.get("decision") or {}
     engaged = final["state"] == "engaged"
-    return all([
-        expect.get("engaged", engaged) == engaged,
-        expect.get("reasonCode", d.get("reasonCode")) == d.get("reasonCode"),
-        expect.get("surface", d.get("surface")) == d.get("surface"),
-    ])
+    return all(
+        [
+            expect.get("engaged", engaged) == engaged,
+            expect.get("reasonCode", d.get("reasonCode")) == d.get("reasonCode"),
+            expect.get("surface", d.get("surface")) == d.get("surface"),
+        ]
+    )

@@ -57,8 +57,9 @@ class EmbeddedSystem:
             without_gossip=True,
             hostname=f"embedded-{free_port()}@localhost",
         )
-        worker_thread = threading.Thread(target=self._worker.start, name="celery-worker",
-                                         daemon=True)
+        worker_thread = threading.Thread(
+            target=self._worker.start, name="celery-worker", daemon=True
+        )
         worker_thread.start()
         self._threads.append(worker_thread)
         return create_ingress(self.container, app)

@@ -1,10 +1,10 @@
 """The error tree of the shell. Retryability belongs to the type, decided once.
 
-    SeatwireError
-    ├── TransientError     worth retrying with backoff (a broker or Redis blip, a full disk)
-    │   └── LeaseBusy      another worker holds a live send lease; try again after it
-    ├── PermanentError     retrying cannot help (bad payload, unknown seat, a bug)
-    └── ConfigError        refused at start: the process must not run with it
+SeatwireError
+├── TransientError     worth retrying with backoff (a broker or Redis blip, a full disk)
+│   └── LeaseBusy      another worker holds a live send lease; try again after it
+├── PermanentError     retrying cannot help (bad payload, unknown seat, a bug)
+└── ConfigError        refused at start: the process must not run with it
 """
 
 from __future__ import annotations

@@ -39,21 +39,23 @@ def nonengagement_row(seat_id: str, decision: EngagementDecision, tracking_id: s
         outcome = "unroutable"
     else:
         outcome = "none"
-    return LedgerRow.model_validate({
-        "atMs": decision.now_ms,
-        "seatId": seat_id,
-        "workId": decision.work_id,
-        "trigger": decision.trigger,
-        "reasonCode": decision.reason_code,
-        "reason": decision.reason,
-        "dedupeKey": decision.dedupe_key,
-        "engaged": False,
-        "outcome": outcome,
-        "surface": decision.surface,
-        "targets": [t.to_wire() for t in decision.targets],
-        "why": list(decision.why),
-        "trackingId": tracking_id,
-    })
+    return LedgerRow.model_validate(
+        {
+            "atMs": decision.now_ms,
+            "seatId": seat_id,
+            "workId": decision.work_id,
+            "trigger": decision.trigger,
+            "reasonCode": decision.reason_code,
+            "reason": decision.reason,
+            "dedupeKey": decision.dedupe_key,
+            "engaged": False,
+            "outcome": outcome,
+            "surface": decision.surface,
+            "targets": [t.to_wire() for t in decision.targets],
+            "why": list(decision.why),
+            "trackingId": tracking_id,
+        }
+    )
 
 
 @dataclass
@@ -98,11 +100,16 @@ class Stages:
                 ctx["degraded"] = [*degraded, f"ledger_read_failed:{type(exc).__name__}"]
             if rows or ctx["degraded"] != degraded:
                 decision = decide_engagement(env.report, {**ctx, "ledger": rows})
-        row = None if decision.engage else nonengagement_row(
-            seat.member_id, decision, env.tracking_id
+        row = (
+            None
+            if decision.engage
+            else nonengagement_row(seat.member_id, decision, env.tracking_id)
         )
         stored = self.journal.record_decision(
-            env.tracking_id, seat_id=seat.member_id, decision=decision, row=row,
+            env.tracking_id,
+            seat_id=seat.member_id,
+            decision=decision,
+            row=row,
             now_ms=decision.now_ms,
         )
         if not stored.engage:
@@ -115,26 +122,41 @@ class Stages:
 
     def guardrails(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
         verdict = self.ledger.reserve(
-            env.tracking_id, decision=env.decision, seat_id=env.seat_id,
+            env.tracking_id,
+            decision=env.decision,
+            seat_id=env.seat_id,
             tracking_id=env.tracking_id,
         )
         if verdict.allowed:
             return ReservedEnvelope(
-                tracking_id=env.tracking_id, seat_id=env.seat_id, decision=env.decision,
+                tracking_id=env.tracking_id,
+                seat_id=env.seat_id,
+                decision=env.decision,
                 verdict=verdict,
             )
         self._refuse(env.tracking_id, env.seat_id, env.decision, verdict)
         return None
 
     def _refuse(
-        self, tracking_id: str, seat_id: str, decision: EngagementDecision,
+        self,
+        tracking_id: str,
+        seat_id: str,
+        decision: EngagementDecision,
         verdict: GuardrailVerdict,
     ) -> None:
-        row = self._row(seat_id, decision, verdict, tracking_id, outcome=verdict.code or "",
-                        at_ms=self.clock_ms(), reason=verdict.detail,
-                        extra_why=f"guardrail {verdict.code}: {verdict.detail}")
-        self.ledger.finish(tracking_id, outcome="refused", row=row, tracking_id=tracking_id,
-                           now_ms=row.at_ms)
+        row = self._row(
+            seat_id,
+            decision,
+            verdict,
+            tracking_id,
+            outcome=verdict.code or "",
+            at_ms=self.clock_ms(),
+            reason=verdict.detail,
+            extra_why=f"guardrail {verdict.code}: {verdict.detail}",
+        )
+        self.ledger.finish(
+            tracking_id, outcome="refused", row=row, tracking_id=tracking_id, now_ms=row.at_ms
+        )
 
     # ------------------------------------------------------------------ send
 
@@ -145,8 +167,11 @@ class Stages:
             ask = self._ask(env, verdict)
             token = self.new_token()
             start = self.ledger.begin_send(
-                op_id, tracking_id=env.tracking_id, idempotency_id=ask.idempotency_id,
-                token=token, lease_ms=self.lease_ms,
+                op_id,
+                tracking_id=env.tracking_id,
+                idempotency_id=ask.idempotency_id,
+                token=token,
+                lease_ms=self.lease_ms,
             )
             if start.verb == "done":
                 return start.info
@@ -170,11 +195,25 @@ class Stages:
             try:
                 result = self.outbound.send(ask, now_ms=self.clock_ms())
             except PermanentError as exc:
-                row = self._row(env.seat_id, decision, verdict, env.tracking_id,
-                                outcome="send_failed", at_ms=reserved_at, reason=str(exc),
-                                extra_why=f"send failed permanently: {exc}", ask=ask)
-                self.ledger.finish(op_id, outcome="send_failed", row=row, token=token,
-                                   tracking_id=env.tracking_id, now_ms=self.clock_ms())
+                row = self._row(
+                    env.seat_id,
+                    decision,
+                    verdict,
+                    env.tracking_id,
+                    outcome="send_failed",
+                    at_ms=reserved_at,
+                    reason=str(exc),
+                    extra_why=f"send failed permanently: {exc}",
+                    ask=ask,
+                )
+                self.ledger.finish(
+                    op_id,
+                    outcome="send_failed",
+                    row=row,
+                    token=token,
+                    tracking_id=env.tracking_id,
+                    now_ms=self.clock_ms(),
+                )
                 return "send_failed"
             except (TransientError, OSError):
                 self.ledger.abandon(op_id, token)
@@ -183,15 +222,34 @@ class Stages:
         raise TransientError(f"reservation for {op_id} keeps expiring before the send")
 
     def _engaged(
-        self, env: ReservedEnvelope, verdict: GuardrailVerdict, ask: OutboundAsk,
-        result: SendResult, token: str, reserved_at: int,
+        self,
+        env: ReservedEnvelope,
+        verdict: GuardrailVerdict,
+        ask: OutboundAsk,
+        result: SendResult,
+        token: str,
+        reserved_at: int,
     ) -> str:
-        row = self._row(env.seat_id, env.decision, verdict, env.tracking_id, outcome="engaged",
-                        at_ms=reserved_at, reason=env.decision.reason, ask=ask, result=result)
+        row = self._row(
+            env.seat_id,
+            env.decision,
+            verdict,
+            env.tracking_id,
+            outcome="engaged",
+            at_ms=reserved_at,
+            reason=env.decision.reason,
+            ask=ask,
+            result=result,
+        )
         verb = self.ledger.finish(
-            env.tracking_id, outcome="engaged", row=row, token=token,
-            tracking_id=env.tracking_id, now_ms=self.clock_ms(),
-            message_id=result.message_id, channel_id=result.channel_id,
+            env.tracking_id,
+            outcome="engaged",
+            row=row,
+            token=token,
+            tracking_id=env.tracking_id,
+            now_ms=self.clock_ms(),
+            message_id=result.message_id,
+            channel_id=result.channel_id,
         )
         return "engaged" if verb in ("ok", "done") else verb
 
@@ -217,28 +275,38 @@ class Stages:
 
     @staticmethod
     def _row(
-        seat_id: str, decision: EngagementDecision, verdict: GuardrailVerdict, tracking_id: str,
-        *, outcome: str, at_ms: int, reason: str | None, extra_why: str | None = None,
-        ask: OutboundAsk | None = None, result: SendResult | None = None,
+        seat_id: str,
+        decision: EngagementDecision,
+        verdict: GuardrailVerdict,
+        tracking_id: str,
+        *,
+        outcome: str,
+        at_ms: int,
+        reason: str | None,
+        extra_why: str | None = None,
+        ask: OutboundAsk | None = None,
+        result: SendResult | None = None,
     ) -> LedgerRow:
         why = list(decision.why) + ([extra_why] if extra_why else [])
-        return LedgerRow.model_validate({
-            "atMs": at_ms,
-            "seatId": seat_id,
-            "workId": decision.work_id,
-            "trigger": decision.trigger,
-            "reasonCode": decision.reason_code if outcome == "engaged" else outcome,
-            "reason": reason,
-            "dedupeKey": decision.dedupe_key,
-            "attempt": verdict.attempt,
-            "engaged": outcome == "engaged",
-            "outcome": outcome,
-            "surface": decision.surface,
-            "channelId": result.channel_id if result else decision.channel_id,
-            "messageId": result.message_id if result else None,
-            "roomCreated": bool(result and result.room_created),
-            "targets": [t.to_wire() for t in decision.targets],
-            "why": why,
-            "idempotencyId": ask.idempotency_id if ask else None,
-            "trackingId": tracking_id,
-        })
+        return LedgerRow.model_validate(
+            {
+                "atMs": at_ms,
+                "seatId": seat_id,
+                "workId": decision.work_id,
+                "trigger": decision.trigger,
+                "reasonCode": decision.reason_code if outcome == "engaged" else outcome,
+                "reason": reason,
+                "dedupeKey": decision.dedupe_key,
+                "attempt": verdict.attempt,
+                "engaged": outcome == "engaged",
+                "outcome": outcome,
+                "surface": decision.surface,
+                "channelId": result.channel_id if result else decision.channel_id,
+                "messageId": result.message_id if result else None,
+                "roomCreated": bool(result and result.room_created),
+                "targets": [t.to_wire() for t in decision.targets],
+                "why": why,
+                "idempotencyId": ask.idempotency_id if ask else None,
+                "trackingId": tracking_id,
+            }
+        )

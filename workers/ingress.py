@@ -40,8 +40,9 @@ def _problem(status: int, error: str, message: str, **extra: Any) -> JSONRespons
     headers = {"Retry-After": "5"} if status == 503 else None
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
-    return JSONResponse({"error": error, "message": message, **extra}, status_code=status,
-                        headers=headers)
+    return JSONResponse(
+        {"error": error, "message": message, **extra}, status_code=status, headers=headers
+    )
 
 
 class BodyTooLarge(Exception):
@@ -67,8 +68,11 @@ async def _read_capped(request: Request, cap: int) -> bytes:
 
 def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return [
-        {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"],
-         "type": err["type"]}
+        {
+            "field": ".".join(str(p) for p in err["loc"]) or "(body)",
+            "message": err["msg"],
+            "type": err["type"],
+        }
         for err in exc.errors()
     ]
 
@@ -79,8 +83,12 @@ def create_ingress(
     settings = container.settings
     token = settings.token().encode()
     registry = CollectorRegistry()
-    requests = Counter("seatwire_ingress_requests", "Ingress requests by route and status",
-                       ["route", "status"], registry=registry)
+    requests = Counter(
+        "seatwire_ingress_requests",
+        "Ingress requests by route and status",
+        ["route", "status"],
+        registry=registry,
+    )
     api = FastAPI(
         title="Seatwire",
         version="0.1.0",
@@ -100,12 +108,17 @@ def create_ingress(
         tracking = tracking_id_for(seat_id, report.id, report.revision)
         fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
         accepted_at = clock_ms()
-        env = WorkEnvelope(tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at,
-                           report=report)
+        env = WorkEnvelope(
+            tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at, report=report
+        )
         message = env.to_wire()
         result = container.journal.accept(
-            tracking, kind="work", seat_id=seat_id, payload=json.dumps(message),
-            now_ms=accepted_at, fingerprint=fingerprint,
+            tracking,
+            kind="work",
+            seat_id=seat_id,
+            payload=json.dumps(message),
+            now_ms=accepted_at,
+            fingerprint=fingerprint,
         )
         if not result.new and result.fingerprint and result.fingerprint != fingerprint:
             return 409, {
@@ -135,12 +148,18 @@ def create_ingress(
         try:
             raw = await _read_capped(request, settings.max_body_bytes)
         except BodyTooLarge:
-            return count(route, _problem(413, "body_too_large",
-                                         f"the body exceeds {settings.max_body_bytes} bytes"))
+            return count(
+                route,
+                _problem(
+                    413, "body_too_large", f"the body exceeds {settings.max_body_bytes} bytes"
+                ),
+            )
         ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
         if ctype not in ("application/json", ""):
-            return count(route, _problem(415, "unsupported_media_type",
-                                         f"send application/json, not {ctype}"))
+            return count(
+                route,
+                _problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
+            )
         view, _ = container.org.current()
         known = view.seat(seat)
         if known is None:
@@ -148,27 +167,50 @@ def create_ingress(
         try:
             data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return count(route, _problem(422, "invalid_json", f"the body is not JSON: {exc}",
-                                         detail=[{"field": "(body)", "message": str(exc),
-                                                  "type": "json_invalid"}]))
+            return count(
+                route,
+                _problem(
+                    422,
+                    "invalid_json",
+                    f"the body is not JSON: {exc}",
+                    detail=[{"field": "(body)", "message": str(exc), "type": "json_invalid"}],
+                ),
+            )
         try:
             report = WorkReport.model_validate(data)
         except ValidationError as exc:
             errors = _field_errors(exc)
-            return count(route, _problem(
-                422, "invalid_work_report",
-                "; ".join(f"{e['field']}: {e['message']}" for e in errors), detail=errors))
+            return count(
+                route,
+                _problem(
+                    422,
+                    "invalid_work_report",
+                    "; ".join(f"{e['field']}: {e['message']}" for e in errors),
+                    detail=errors,
+                ),
+            )
         if report.seat_id is not None and known.answers_to(report.seat_id) is False:
-            return count(route, _problem(
-                422, "invalid_work_report",
-                f"seatId: {report.seat_id!r} does not match the seat in the path ({seat!r})",
-                detail=[{"field": "seatId", "message": "does not match the path",
-                         "type": "value_error"}]))
+            return count(
+                route,
+                _problem(
+                    422,
+                    "invalid_work_report",
+                    f"seatId: {report.seat_id!r} does not match the seat in the path ({seat!r})",
+                    detail=[
+                        {
+                            "field": "seatId",
+                            "message": "does not match the path",
+                            "type": "value_error",
+                        }
+                    ],
+                ),
+            )
         try:
             status, body = await run_in_threadpool(journal_and_enqueue, known.member_id, report)
         except UNAVAILABLE as exc:
-            return count(route, _problem(503, "unavailable",
-                                         f"cannot journal or enqueue right now: {exc}"))
+            return count(
+                route, _problem(503, "unavailable", f"cannot journal or enqueue right now: {exc}")
+            )
         return count(route, JSONResponse(body, status_code=status))
 
     @api.get("/v1/work/{tracking_id}")
@@ -183,18 +225,23 @@ def create_ingress(
             return _problem(503, "unavailable", str(exc))
         if entry is None:
             return _problem(404, "unknown_tracking_id", f"nothing was accepted as {tracking_id}")
-        send = {k: op[k] for k in ("state", "attempt", "idempotencyId", "messageId",
-                                   "channelId") if op.get(k)}
-        return JSONResponse({
-            "trackingId": tracking_id,
-            "state": entry.get("state"),
-            "seatId": entry.get("seatId"),
-            "acceptedAtMs": int(entry.get("acceptedAtMs", 0)),
-            "decision": entry.get("decision"),
-            "send": send or None,
-            "failedStage": entry.get("failedStage"),
-            "error": entry.get("error"),
-        })
+        send = {
+            k: op[k]
+            for k in ("state", "attempt", "idempotencyId", "messageId", "channelId")
+            if op.get(k)
+        }
+        return JSONResponse(
+            {
+                "trackingId": tracking_id,
+                "state": entry.get("state"),
+                "seatId": entry.get("seatId"),
+                "acceptedAtMs": int(entry.get("acceptedAtMs", 0)),
+                "decision": entry.get("decision"),
+                "send": send or None,
+                "failedStage": entry.get("failedStage"),
+                "error": entry.get("error"),
+            }
+        )
 
     @api.get("/v1/ledger")
     async def get_ledger(
@@ -246,9 +293,11 @@ def create_ingress(
         """Ready only when Redis and the broker both answer."""
         checks = await run_in_threadpool(probe)
         ok = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ready" if ok else "unavailable", "checks": checks},
-                            status_code=200 if ok else 503,
-                            headers=None if ok else {"Retry-After": "5"})
+        return JSONResponse(
+            {"status": "ready" if ok else "unavailable", "checks": checks},
+            status_code=200 if ok else 503,
+            headers=None if ok else {"Retry-After": "5"},
+        )
 
     @api.get("/metrics")
     async def metrics() -> Response:

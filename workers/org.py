@@ -74,8 +74,7 @@ class OrgView:
         for seat in org.seats:
             for ident in (seat.member_id, *seat.aliases):
                 seats.setdefault(ident.strip().lower(), seat)
-        return cls(org=org, directory=Directory.of(org.members), channels=org.channels,
-                   seats=seats)
+        return cls(org=org, directory=Directory.of(org.members), channels=org.channels, seats=seats)
 
     def seat(self, ident: str) -> Seat | None:
         """A seat by member id or any of its aliases (case-insensitive)."""

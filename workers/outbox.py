@@ -58,8 +58,13 @@ class FileOutbox:
             channel_id=channel_id, message_id=f"file:{ask.idempotency_id}", room_created=created
         )
         line = json.dumps(
-            {"atMs": now_ms, **ask.to_wire(), "channelId": channel_id,
-             "messageId": result.message_id, "roomCreated": created},
+            {
+                "atMs": now_ms,
+                **ask.to_wire(),
+                "channelId": channel_id,
+                "messageId": result.message_id,
+                "roomCreated": created,
+            },
             ensure_ascii=False,
         )
         try:

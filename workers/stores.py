@@ -48,20 +48,32 @@ class Journal:
         self._decide = _script(client, "decision_record")
 
     def accept(
-        self, tracking_id: str, *, kind: str, seat_id: str, payload: str, now_ms: int,
+        self,
+        tracking_id: str,
+        *,
+        kind: str,
+        seat_id: str,
+        payload: str,
+        now_ms: int,
         fingerprint: str,
     ) -> Accepted:
         """Journal an event once; an existing entry is returned as it stands."""
         state, enqueued, stored = self._accept(
             keys=[keys.journal(tracking_id), keys.JOURNAL_OPEN],
-            args=[tracking_id, kind, seat_id, payload, now_ms, now_ms + self.deadline_ms,
-                  fingerprint],
+            args=[
+                tracking_id,
+                kind,
+                seat_id,
+                payload,
+                now_ms,
+                now_ms + self.deadline_ms,
+                fingerprint,
+            ],
         )
         state = _s(state)
         if state == "new":
             return Accepted(new=True, state="accepted", enqueued=False, fingerprint=fingerprint)
-        return Accepted(new=False, state=state, enqueued=bool(_s(enqueued)),
-                        fingerprint=_s(stored))
+        return Accepted(new=False, state=state, enqueued=bool(_s(enqueued)), fingerprint=_s(stored))
 
     def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
         self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)
@@ -225,7 +237,13 @@ class Ledger:
         return verdict
 
     def begin_send(
-        self, op_id: str, *, tracking_id: str, idempotency_id: str, token: str, lease_ms: int,
+        self,
+        op_id: str,
+        *,
+        tracking_id: str,
+        idempotency_id: str,
+        token: str,
+        lease_ms: int,
         now_ms: int | None = None,
     ) -> SendStart:
         verb, info = self._begin(
@@ -312,9 +330,7 @@ class Ledger:
                     outcome=op["state"],  # type: ignore[arg-type]
                     engaged=op["state"] == "engaged",
                     room_created=op.get("roomCreated") == "1",
-                    targets=tuple(
-                        Target(member_id=t) for t in json.loads(op.get("targets", "[]"))
-                    ),
+                    targets=tuple(Target(member_id=t) for t in json.loads(op.get("targets", "[]"))),
                     expires_at_ms=int(op["expiresAtMs"]) if op["state"] == "reserved" else None,
                     tracking_id=op.get("trackingId"),
                 )
@@ -325,8 +341,10 @@ class Ledger:
         self, *, seat_ids: list[str] | None = None, work_id: str | None = None, limit: int = 100
     ) -> list[LedgerRow]:
         """Recent ledger rows, newest first, across the given seats (default: every seat)."""
-        seats = seat_ids if seat_ids is not None else sorted(
-            _s(s) for s in self.r.smembers(keys.LEDGER_SEATS)
+        seats = (
+            seat_ids
+            if seat_ids is not None
+            else sorted(_s(s) for s in self.r.smembers(keys.LEDGER_SEATS))
         )
         pipe = self.r.pipeline(transaction=False)
         for seat in seats:
@@ -334,8 +352,9 @@ class Ledger:
         rows: list[tuple[str, LedgerRow]] = []
         for entries in pipe.execute():
             for entry_id, fields in entries:
-                row = LedgerRow.model_validate_json(fields[b"row"] if b"row" in fields
-                                                    else fields["row"])
+                row = LedgerRow.model_validate_json(
+                    fields[b"row"] if b"row" in fields else fields["row"]
+                )
                 if work_id is None or row.work_id == work_id:
                     rows.append((_s(entry_id), row))
         rows.sort(key=lambda pair: (pair[1].at_ms, pair[0]), reverse=True)

@@ -39,8 +39,11 @@ FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"
 def compose_commands() -> dict[str, list[str]]:
     """The command of every Seatwire service in compose.yaml."""
     spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
-    return {name: svc["command"] for name, svc in spec["services"].items()
-            if svc.get("command") and svc["command"][0] == "seatwire"}
+    return {
+        name: svc["command"]
+        for name, svc in spec["services"].items()
+        if svc.get("command") and svc["command"][0] == "seatwire"
+    }
 
 
 @dataclass
@@ -52,8 +55,9 @@ class Cluster:
     logs: list[Path]
 
     def http(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base, timeout=10,
-                            headers={"Authorization": f"Bearer {TOKEN}"})
+        return httpx.Client(
+            base_url=self.base, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
 
 
 def _wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
@@ -87,13 +91,18 @@ def cluster(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterat
     for name, command in compose_commands().items():
         args = [SEATWIRE if a == "seatwire" else a for a in command]
         if name == "ingress":
-            args = [str(port) if prev == "--port" else ("127.0.0.1" if prev == "--host" else a)
-                    for prev, a in zip(["", *args[:-1]], args, strict=True)]
+            args = [
+                str(port) if prev == "--port" else ("127.0.0.1" if prev == "--host" else a)
+                for prev, a in zip(["", *args[:-1]], args, strict=True)
+            ]
         log = tmp_path / f"{name}.log"
         logs.append(log)
         with log.open("wb") as fh:
-            procs.append(subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    args, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, procs)
@@ -125,8 +134,9 @@ def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
     spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
     services = spec["services"]
     assert {"redis", "ingress", "flower"} <= set(services)
-    queues = sorted(c[c.index("--queues") + 1] for c in compose_commands().values()
-                    if c[1] == "worker")
+    queues = sorted(
+        c[c.index("--queues") + 1] for c in compose_commands().values() if c[1] == "worker"
+    )
     assert queues == ["engagement", "guardrails", "send"]
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
@@ -165,25 +175,44 @@ def test_send_task_delivered_twice_writes_one_line(
 ) -> None:
     """The same send task delivered twice, concurrently and then again after it finished,
     puts exactly one line in the outbox."""
-    settings = Settings(redis_url=redis_url, api_token=TOKEN,
-                        outbox_path=tmp_path / "unused.jsonl")
+    settings = Settings(redis_url=redis_url, api_token=TOKEN, outbox_path=tmp_path / "unused.jsonl")
     app = create_app(settings, register=False)
     container = bootstrap.build_container(settings, app=app)
-    decision = EngagementDecision.model_validate({
-        "engage": True, "trigger": "blocked_on_other", "reasonCode": "blocked:access",
-        "targets": [{"memberId": "ben", "name": "Ben Lindqvist", "rung": "explicit"}],
-        "surface": "dm", "memberIds": ["ben"], "mentions": [{"memberId": "ben"}],
-        "body": "**Blocked:** twice", "workId": "twice", "dedupeKey": "twice-key",
-        "attempt": 1, "nowMs": 1,
-    })
+    decision = EngagementDecision.model_validate(
+        {
+            "engage": True,
+            "trigger": "blocked_on_other",
+            "reasonCode": "blocked:access",
+            "targets": [{"memberId": "ben", "name": "Ben Lindqvist", "rung": "explicit"}],
+            "surface": "dm",
+            "memberIds": ["ben"],
+            "mentions": [{"memberId": "ben"}],
+            "body": "**Blocked:** twice",
+            "workId": "twice",
+            "dedupeKey": "twice-key",
+            "attempt": 1,
+            "nowMs": 1,
+        }
+    )
     tracking = "wr-send-twice"
-    container.journal.accept(tracking, kind="work", seat_id="scout", payload="{}",
-                             now_ms=bootstrap.now_ms(), fingerprint="x")
-    verdict = container.ledger.reserve(tracking, decision=decision, seat_id="scout",
-                                       tracking_id=tracking)
+    container.journal.accept(
+        tracking,
+        kind="work",
+        seat_id="scout",
+        payload="{}",
+        now_ms=bootstrap.now_ms(),
+        fingerprint="x",
+    )
+    verdict = container.ledger.reserve(
+        tracking, decision=decision, seat_id="scout", tracking_id=tracking
+    )
     assert verdict.allowed
-    message = ReservedEnvelope(tracking_id=tracking, seat_id="scout", decision=decision,
-                               verdict=GuardrailVerdict(allowed=True, attempt=verdict.attempt))
+    message = ReservedEnvelope(
+        tracking_id=tracking,
+        seat_id="scout",
+        decision=decision,
+        verdict=GuardrailVerdict(allowed=True, attempt=verdict.attempt),
+    )
     barrier = threading.Barrier(2)
 
     def deliver() -> None:

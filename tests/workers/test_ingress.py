@@ -109,18 +109,32 @@ def test_revision_reused_with_other_content_is_a_conflict(
         ("/v1/seats/scout/work", BLOCKED, {"Authorization": TOKEN}, 401, "unauthorized"),
         ("/v1/seats/nobody-here/work", BLOCKED, AUTH, 404, "unknown_seat"),
         ("/v1/seats/scout/work", {**BLOCKED, "state": "stuck"}, AUTH, 422, "invalid_work_report"),
-        ("/v1/seats/scout/work", {**BLOCKED, "selfServeExhaused": True}, AUTH, 422,
-         "invalid_work_report"),
+        (
+            "/v1/seats/scout/work",
+            {**BLOCKED, "selfServeExhaused": True},
+            AUTH,
+            422,
+            "invalid_work_report",
+        ),
         ("/v1/seats/scout/work", {"title": "no id"}, AUTH, 422, "invalid_work_report"),
-        ("/v1/seats/scout/work", {**BLOCKED, "seatId": "tally"}, AUTH, 422,
-         "invalid_work_report"),
-        ("/v1/seats/scout/work", {**BLOCKED, "blocker": {"kind": "budget"}}, AUTH, 422,
-         "invalid_work_report"),
+        ("/v1/seats/scout/work", {**BLOCKED, "seatId": "tally"}, AUTH, 422, "invalid_work_report"),
+        (
+            "/v1/seats/scout/work",
+            {**BLOCKED, "blocker": {"kind": "budget"}},
+            AUTH,
+            422,
+            "invalid_work_report",
+        ),
     ],
 )
 def test_refused_requests_change_nothing(
-    client: TestClient, redis_client: redis.Redis, path: str, body: dict[str, Any],
-    headers: dict[str, str], status: int, error: str,
+    client: TestClient,
+    redis_client: redis.Redis,
+    path: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    status: int,
+    error: str,
 ):
     """Every refusal has its status and error, and nothing is journalled or enqueued."""
     resp = client.post(path, json=body, headers=headers)
@@ -131,27 +145,35 @@ def test_refused_requests_change_nothing(
 
 def test_invalid_report_names_the_field(client: TestClient):
     """A 422 names the field that is wrong, nested path included."""
-    resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "blocker": {"kind": "budget"}},
-                       headers=AUTH)
+    resp = client.post(
+        "/v1/seats/scout/work", json={**BLOCKED, "blocker": {"kind": "budget"}}, headers=AUTH
+    )
     fields = [d["field"] for d in resp.json()["detail"]]
     assert fields == ["blocker.kind"]
-    resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "selfServeExhaused": True},
-                       headers=AUTH)
+    resp = client.post(
+        "/v1/seats/scout/work", json={**BLOCKED, "selfServeExhaused": True}, headers=AUTH
+    )
     assert [d["field"] for d in resp.json()["detail"]] == ["selfServeExhaused"]
 
 
 def test_malformed_json_is_422(client: TestClient, redis_client: redis.Redis):
     """A body that is not JSON is a 422 and changes nothing."""
-    resp = client.post("/v1/seats/scout/work", content=b"{not json",
-                       headers={**AUTH, "Content-Type": "application/json"})
+    resp = client.post(
+        "/v1/seats/scout/work",
+        content=b"{not json",
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert resp.status_code == 422 and resp.json()["error"] == "invalid_json"
     assert _journal_keys(redis_client) == []
 
 
 def test_wrong_content_type_is_415(client: TestClient, redis_client: redis.Redis):
     """Form data is refused with 415 before anything is read into the journal."""
-    resp = client.post("/v1/seats/scout/work", content=b"id=x",
-                       headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"})
+    resp = client.post(
+        "/v1/seats/scout/work",
+        content=b"id=x",
+        headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert resp.status_code == 415
     assert _journal_keys(redis_client) == []
 
@@ -159,16 +181,20 @@ def test_wrong_content_type_is_415(client: TestClient, redis_client: redis.Redis
 def test_body_over_one_mebibyte_is_413(client: TestClient, redis_client: redis.Redis):
     """A body over 1 MiB is a 413, declared length or not, and nothing is journalled."""
     big = json.dumps({**BLOCKED, "summary": "x" * (1024 * 1024)}).encode()
-    resp = client.post("/v1/seats/scout/work", content=big,
-                       headers={**AUTH, "Content-Type": "application/json"})
+    resp = client.post(
+        "/v1/seats/scout/work", content=big, headers={**AUTH, "Content-Type": "application/json"}
+    )
     assert resp.status_code == 413
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: streamed, counted as it arrives
         for _ in range(17):
             yield b" " * 65536
 
-    resp = client.post("/v1/seats/scout/work", content=chunks(),
-                       headers={**AUTH, "Content-Type": "application/json"})
+    resp = client.post(
+        "/v1/seats/scout/work",
+        content=chunks(),
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert resp.status_code == 413
     assert _journal_keys(redis_client) == [] and _queued(redis_client) == 0
 
@@ -190,8 +216,9 @@ def test_broker_down_is_503_and_a_retry_enqueues(
     redis_client: redis.Redis, redis_url: str, tmp_path: Any
 ):
     """Broker unreachable: 503; the entry waits unenqueued, and the client's retry enqueues it."""
-    settings = _settings(redis_url, broker_url="redis://127.0.0.1:1/0",
-                         outbox_path=tmp_path / "o.jsonl")
+    settings = _settings(
+        redis_url, broker_url="redis://127.0.0.1:1/0", outbox_path=tmp_path / "o.jsonl"
+    )
     down = create_app(settings, register=False)
     container = bootstrap.build_container(settings, app=down)
     with TestClient(create_ingress(container, down)) as c:
@@ -201,8 +228,9 @@ def test_broker_down_is_503_and_a_retry_enqueues(
     entry = redis_client.hgetall(keys.journal(tracking))
     assert entry[b"state"] == b"accepted" and b"enqueuedAtMs" not in entry
     up = create_app(_settings(redis_url), register=False)
-    with TestClient(create_ingress(bootstrap.build_container(_settings(redis_url), app=up),
-                                   up)) as c:
+    with TestClient(
+        create_ingress(bootstrap.build_container(_settings(redis_url), app=up), up)
+    ) as c:
         resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
         assert resp.status_code == 202
     assert _queued(redis_client) == 1
@@ -213,8 +241,7 @@ def test_health_ready_and_openapi(client: TestClient):
     """healthz is up, readyz sees Redis and the broker, and the OpenAPI document is served."""
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"] == {"redis": "ok",
-                                                                    "broker": "ok"}
+    assert ready.status_code == 200 and ready.json()["checks"] == {"redis": "ok", "broker": "ok"}
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/seats/{seat}/work", "/v1/ledger", "/healthz", "/readyz"} <= set(paths)
 
