@@ -1,0 +1,53 @@
+"""Hand-written fakes that implement the same Protocols as the real adapters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from contracts.messages import OutboundAsk, SendResult
+from workers.errors import PermanentError, TransientError
+from workers.outbox import channel_for
+
+
+class Crash(BaseException):
+    """Stands for the process dying at a point (not an Exception: nothing may catch it)."""
+
+
+@dataclass
+class FakeOutbound:
+    """Records every applied ask; `script` scripts what each next send does.
+
+    Script entries: "ok", "transient" (fails before applying), "permanent",
+    "apply_then_crash" (the ask is applied, then the worker dies before recording it).
+    """
+
+    name: str = "fake"
+    applied: list[OutboundAsk] = field(default_factory=list)
+    script: list[str] = field(default_factory=list)
+    sends: int = 0
+    reconciles: int = 0
+
+    def send(self, ask: OutboundAsk, *, now_ms: int) -> SendResult:
+        self.sends += 1
+        step = self.script.pop(0) if self.script else "ok"
+        if step == "transient":
+            raise TransientError("scripted transient fault")
+        if step == "permanent":
+            raise PermanentError("channel_not_found")
+        self.applied.append(ask)
+        if step == "apply_then_crash":
+            raise Crash
+        channel_id, created = channel_for(ask)
+        return SendResult(
+            channel_id=channel_id, message_id=f"m-{len(self.applied)}", room_created=created
+        )
+
+    def reconcile(self, ask: OutboundAsk) -> SendResult | None:
+        self.reconciles += 1
+        for i, done in enumerate(self.applied, 1):
+            if done.idempotency_id == ask.idempotency_id:
+                return SendResult(channel_id=channel_for(done)[0], message_id=f"m-{i}")
+        return None
+
+    def count(self, idempotency_id: str) -> int:
+        return sum(1 for a in self.applied if a.idempotency_id == idempotency_id)

@@ -1,0 +1,107 @@
+"""The `seatwire` command: the demo a newcomer runs, the schema export, and refusals of bad
+configuration at start rather than at the first report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from workers.cli import cli
+from workers.demo import run_demo
+from workers.errors import ConfigError
+from workers.org import load_org
+from workers.settings import Settings
+
+runner = CliRunner()
+
+
+def test_demo_runs_every_case_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`seatwire demo` with no configuration ends every scenario case as expected, with the
+    outbox holding exactly the engaged asks (exit code 0)."""
+    monkeypatch.chdir(tmp_path)
+    console = Console(record=True, width=200)
+    assert run_demo(Settings(), console) == 0
+    text = console.export_text()
+    for code in (
+        "blocked:access",
+        "consent_required:irreversible",
+        "review_required:security",
+        "commitment_failed",
+        "new_room",
+        "self_serve_available",
+        "self_contained",
+        "unroutable",
+        "already_engaged",
+        "duplicate (no-op)",
+    ):
+        assert code in text, code
+    assert "holds exactly the 5 engaged asks" in text
+    lines = (tmp_path / ".seatwire/demo/outbox.jsonl").read_text().splitlines()
+    assert len(lines) == 5
+
+
+def test_schema_prints_every_contract():
+    """`seatwire schema` prints the JSON Schema of each contract, camelCase on the wire."""
+    result = runner.invoke(cli, ["schema"])
+    assert result.exit_code == 0, result.output
+    schemas = json.loads(result.output)
+    assert {
+        "Member",
+        "Channel",
+        "Seat",
+        "WorkReport",
+        "EngagementDecision",
+        "Target",
+        "GuardrailVerdict",
+        "LedgerRow",
+    } <= set(schemas)
+    assert "selfServeExhausted" in schemas["WorkReport"]["properties"]
+    assert schemas["WorkReport"]["additionalProperties"] is False
+
+
+def test_worker_refuses_to_start_embedded(monkeypatch: pytest.MonkeyPatch):
+    """A separate worker without a shared broker is refused with the reason."""
+    monkeypatch.delenv("SEATWIRE_REDIS_URL", raising=False)
+    monkeypatch.delenv("SEATWIRE_BROKER_URL", raising=False)
+    result = runner.invoke(cli, ["worker", "--queues", "send"])
+    assert result.exit_code == 2 and "SEATWIRE_REDIS_URL" in result.output
+
+
+def test_real_redis_without_token_is_refused(monkeypatch: pytest.MonkeyPatch):
+    """Pointing at a real Redis without an API token is a configuration error at start."""
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", "redis://127.0.0.1:6379/13")
+    monkeypatch.delenv("SEATWIRE_API_TOKEN", raising=False)
+    result = runner.invoke(cli, ["ingress"])
+    assert result.exit_code == 2 and "SEATWIRE_API_TOKEN" in result.output
+
+
+def test_unknown_queue_is_refused(monkeypatch: pytest.MonkeyPatch):
+    """A worker asked for a queue that does not exist says which ones do."""
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", "redis://127.0.0.1:6379/13")
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    result = runner.invoke(cli, ["worker", "--queues", "engagment"])
+    assert result.exit_code == 2 and "engagment" in result.output
+
+
+def test_bad_org_file_names_the_field(tmp_path: Path):
+    """An invalid org file is refused at load with the path of the wrong field."""
+    bad = tmp_path / "org.yaml"
+    bad.write_text("members:\n  - {id: ava, status: active}\n  - {displayName: nobody}\n")
+    with pytest.raises(ConfigError, match=r"members\.1\.id"):
+        load_org(bad)
+    bad.write_text("members: [{id: ava}]\nseats: [{memberId: ghost}]\n")
+    with pytest.raises(ConfigError, match=r"seats\.0\.memberId"):
+        load_org(bad)
+    bad.write_text("members: [{id: ava}]\nchanels: []\n")
+    with pytest.raises(ConfigError, match="chanels"):
+        load_org(bad)
+
+
+def test_visibility_timeout_must_exceed_task_and_retry_time():
+    """A visibility timeout the broker would redeliver running tasks under is refused."""
+    with pytest.raises(ConfigError, match="visibility_timeout"):
+        Settings(visibility_timeout_s=300).check()

@@ -1,0 +1,220 @@
+"""The stage handlers on a real Redis with a fake outbound: exactly-once through crashes,
+faults, redelivery and expiry, and every outcome written down."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from contracts import WorkReport
+from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+from tests.fakes import Crash, FakeOutbound
+from workers.errors import LeaseBusy, PermanentError, TransientError
+from workers.handlers import Stages
+from workers.org import OrgSource
+from workers.settings import BUNDLED_ORG
+from workers.stores import Journal, Ledger
+
+NOW = 1_800_000_000_000
+BLOCKED = {
+    "id": "billing-migration",
+    "title": "Migrate the billing tables",
+    "state": "blocked",
+    "scope": "billing database",
+    "blocker": {"kind": "access"},
+    "selfServeExhausted": True,
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = NOW
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def outbound() -> FakeOutbound:
+    return FakeOutbound()
+
+
+@pytest.fixture
+def stages(redis_client: redis.Redis, clock: Clock, outbound: FakeOutbound) -> Stages:
+    from contracts import Limits
+
+    return Stages(
+        journal=Journal(redis_client),
+        ledger=Ledger(redis_client, limits=Limits(), reservation_ttl_ms=60_000),
+        org=OrgSource.open(BUNDLED_ORG),
+        outbound=outbound,
+        clock_ms=clock,
+        lease_ms=30_000,
+    )
+
+
+def _post(
+    stages: Stages, report: dict[str, Any], tracking: str = "t-1", seat: str = "scout"
+) -> WorkEnvelope:
+    stages.journal.accept(
+        tracking, kind="work", seat_id=seat, payload="{}", now_ms=NOW, fingerprint="f"
+    )
+    return WorkEnvelope(
+        tracking_id=tracking,
+        seat_id=seat,
+        accepted_at_ms=NOW,
+        report=WorkReport.model_validate(report),
+    )
+
+
+def _through_guardrails(
+    stages: Stages, report: dict[str, Any], tracking: str = "t-1", now: int | None = None
+) -> ReservedEnvelope:
+    decided = stages.engagement(_post(stages, report, tracking))
+    assert isinstance(decided, DecisionEnvelope)
+    reserved = stages.guardrails(decided)
+    assert isinstance(reserved, ReservedEnvelope)
+    return reserved
+
+
+def test_engaged_ask_flows_through_and_is_recorded(stages: Stages, outbound: FakeOutbound):
+    """A blocked report with a named owner is decided, reserved, sent once and recorded."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    assert stages.send(reserved) == "engaged"
+    assert [a.member_ids for a in outbound.applied] == [("ben",)]
+    [row] = stages.ledger.read()
+    assert row.outcome == "engaged" and row.engaged and row.attempt == 1
+    assert row.idempotency_id == f"engage-{reserved.decision.dedupe_key}-1"
+    assert stages.journal.get("t-1")["state"] == "engaged"
+
+
+def test_nobody_is_written_down_with_its_reason(stages: Stages, outbound: FakeOutbound):
+    """A report that needs nobody ends in the ledger as a row with its reason, nothing sent."""
+    env = _post(stages, {"id": "tidy", "title": "Tidy dashboards", "interestedParties": ["gus"]})
+    assert stages.engagement(env) is None
+    [row] = stages.ledger.read()
+    assert (row.reason_code, row.outcome, row.engaged) == ("self_contained", "none", False)
+    assert any("considered and not messaged" in w for w in row.why)
+    assert stages.journal.get("t-1")["state"] == "nobody"
+    assert outbound.applied == []
+
+
+def test_redelivered_engagement_reuses_the_first_decision(stages: Stages):
+    """Running the engagement stage twice for one event stores one decision and one row."""
+    env = _post(stages, {"id": "tidy", "title": "Tidy dashboards"})
+    stages.engagement(env)
+    stages.engagement(env)
+    assert len(stages.ledger.read()) == 1
+
+
+def test_send_redelivered_after_success_sends_nothing(stages: Stages, outbound: FakeOutbound):
+    """A second delivery of a finished send is a no-op."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    stages.send(reserved)
+    assert stages.send(reserved) == "engaged"
+    assert outbound.sends == 1 and len(stages.ledger.read()) == 1
+
+
+def test_crash_after_apply_is_reconciled_not_resent(stages: Stages, outbound: FakeOutbound):
+    """The worker dies after the ask was applied but before it was recorded: the redelivery
+    waits out the lease, finds the ask by its idempotency id and records it, sending nothing."""
+    stages.lease_ms = 300  # leases run on Redis TIME: keep this one short and really wait
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["apply_then_crash"]
+    with pytest.raises(Crash):
+        stages.send(reserved)
+    with pytest.raises(LeaseBusy):
+        stages.send(reserved)  # the dead worker's lease is still live
+    time.sleep(0.35)
+    assert stages.send(reserved) == "engaged"
+    assert outbound.count(f"engage-{reserved.decision.dedupe_key}-1") == 1
+    assert outbound.reconciles == 1
+
+
+def test_transient_failure_reconciles_then_sends_once(stages: Stages, outbound: FakeOutbound):
+    """A transient fault leaves the op `unknown`; the retry reconciles, finds nothing, sends."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["transient"]
+    with pytest.raises(TransientError):
+        stages.send(reserved)
+    assert stages.ledger.op_state("t-1")["state"] == "unknown"
+    assert stages.send(reserved) == "engaged"
+    assert outbound.reconciles == 1 and len(outbound.applied) == 1
+
+
+def test_permanent_failure_is_recorded_and_releases_the_reservation(
+    stages: Stages, outbound: FakeOutbound
+):
+    """A permanent fault is one attempt, a send_failed row, and the person's quota back."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["permanent"]
+    assert stages.send(reserved) == "send_failed"
+    [row] = stages.ledger.read()
+    assert row.outcome == "send_failed" and "channel_not_found" in (row.reason or "")
+    assert (
+        stages.ledger.rows_for(
+            dedupe_key=reserved.decision.dedupe_key or "",
+            targets=list(reserved.decision.targets),
+            work_id="billing-migration",
+            seat_id="scout",
+        )
+        == []
+    )
+    assert outbound.sends == 1
+
+
+def test_expired_reservation_is_checked_again_before_sending(
+    stages: Stages, outbound: FakeOutbound
+):
+    """A reservation that lapsed before the send is re-checked, then sent once."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    # The scripts read Redis TIME: make the reservation lapse by moving its expiry back.
+    stages.ledger.r.hset("sw:g:op:t-1", "expiresAtMs", 1)
+    assert stages.send(reserved) == "engaged"
+    assert len(outbound.applied) == 1
+
+
+def test_guardrail_refusal_is_a_row_not_a_send(stages: Stages, outbound: FakeOutbound):
+    """Two seats asking the same person past the daily limit: the fifth ask is refused."""
+    for i in range(5):
+        report = {**BLOCKED, "id": f"w{i}", "title": f"Work {i}"}
+        decided = stages.engagement(_post(stages, report, tracking=f"t-{i}"))
+        if decided is None:
+            break
+        reserved = stages.guardrails(decided)
+        if reserved is not None:
+            stages.send(reserved)
+    outcomes = [r.outcome for r in reversed(stages.ledger.read())]
+    assert outcomes == ["engaged"] * 4 + ["rate_limited_target"]
+    assert len(outbound.applied) == 4
+
+
+def test_unknown_seat_is_permanent(stages: Stages):
+    """A message for a seat the org does not know cannot be retried into success."""
+    env = _post(stages, BLOCKED, seat="ghost")
+    with pytest.raises(PermanentError):
+        stages.engagement(env)
+
+
+def test_unreadable_org_keeps_the_last_good_one_and_says_so(
+    stages: Stages, tmp_path: Path, redis_client: redis.Redis
+):
+    """An org file that breaks after start is degraded, not an empty org."""
+    org = tmp_path / "org.yaml"
+    org.write_text(BUNDLED_ORG.read_text())
+    stages.org = OrgSource.open(org)
+    org.write_text("members: [")
+    env = _post(stages, BLOCKED)
+    decided = stages.engagement(env)
+    assert decided is not None
+    assert decided.decision.targets[0].member_id == "ben"
+    assert any(d.startswith("directory_read_failed") for d in decided.decision.degraded)
