@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from contracts.engagement import EngagementDecision, GuardrailSummary, Mention, Target
-from contracts.guardrails import Limits
+from contracts.guardrails import GuardrailVerdict, Limits
 from pipeline.guardrails import DEFAULT_LIMITS, check_guardrails, dedupe_key_for
 
 TRIGGERS = (
@@ -137,9 +138,50 @@ class _Entry:
     expertise: frozenset[str]
 
 
+@dataclass(frozen=True, slots=True)
+class _Haystack:
+    """Many short strings joined into one, so a substring search runs in C over all of them.
+
+    Scope tokens are alphanumeric, so they never match across the NUL separators.
+    """
+
+    text: str
+    starts: tuple[int, ...]
+    owners: tuple[int, ...]
+
+    @classmethod
+    def of(cls, pieces: Iterable[tuple[int, str]]) -> _Haystack:
+        parts: list[str] = []
+        starts: list[int] = []
+        owners: list[int] = []
+        pos = 0
+        for owner, piece in pieces:
+            if piece:
+                starts.append(pos)
+                owners.append(owner)
+                parts.append(piece)
+                pos += len(piece) + 1
+        return cls("\x00".join(parts), tuple(starts), tuple(owners))
+
+    def owners_containing(self, tok: str) -> frozenset[int]:
+        found: set[int] = set()
+        find, starts, end = self.text.find, self.starts, len(self.text)
+        pos = find(tok)
+        while pos >= 0:
+            seg = bisect_right(starts, pos) - 1
+            found.add(self.owners[seg])
+            pos = find(tok, starts[seg + 1]) if seg + 1 < len(starts) else -1
+            if pos >= end:
+                break
+        return frozenset(found)
+
+
+_MEMO_LIMIT = 4096  # unique tokens (ticket numbers...) must not grow the memo forever
+
+
 @dataclass(frozen=True)
 class Directory:
-    """The org's members, indexed once so a decision does not re-tokenise the whole org.
+    """The org's members, indexed once so a decision does not re-read the whole org.
 
     Build it with `Directory.of(members)` when the org is loaded; `decide_engagement` also
     accepts a plain list and indexes it on the spot (correct, only slower).
@@ -147,6 +189,9 @@ class Directory:
 
     entries: tuple[_Entry, ...]
     by_id: Mapping[str, _Entry]
+    _owns: _Haystack
+    _paths: _Haystack
+    _expertise: Mapping[str, tuple[int, ...]]
     _owns_memo: dict[str, frozenset[int]] = field(default_factory=dict, compare=False)
     _path_memo: dict[str, frozenset[int]] = field(default_factory=dict, compare=False)
 
@@ -178,7 +223,18 @@ class Directory:
                 escalation_path=_lc(m.get("escalationPath")),
                 expertise=frozenset(tokens(expertise_text)),
             )
-        return cls(entries=tuple(by_id.values()), by_id=by_id)
+        entries = tuple(by_id.values())
+        expertise: dict[str, list[int]] = {}
+        for i, e in enumerate(entries):
+            for tok in e.expertise:
+                expertise.setdefault(tok, []).append(i)
+        return cls(
+            entries=entries,
+            by_id=by_id,
+            _owns=_Haystack.of((i, o) for i, e in enumerate(entries) for o in e.owns),
+            _paths=_Haystack.of((i, e.escalation_path) for i, e in enumerate(entries)),
+            _expertise={tok: tuple(ix) for tok, ix in expertise.items()},
+        )
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -187,25 +243,29 @@ class Directory:
         """Active, real, and not the seat itself: an ask to an archived seat reaches nobody."""
         return entry.status_ok and bool(entry.id) and entry.id != me
 
-    def owners_of(self, tok: str) -> frozenset[int]:
-        """Indexes of members whose `owns` contains `tok` as a substring (memoised per token)."""
-        hit = self._owns_memo.get(tok)
+    @staticmethod
+    def _memoised(memo: dict[str, frozenset[int]], tok: str, hay: _Haystack) -> frozenset[int]:
+        hit = memo.get(tok)
         if hit is None:
-            hit = frozenset(i for i, e in enumerate(self.entries) if any(tok in o for o in e.owns))
-            self._owns_memo[tok] = hit
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            hit = memo[tok] = hay.owners_containing(tok)
         return hit
 
+    def owners_of(self, tok: str) -> frozenset[int]:
+        """Indexes of members whose `owns` contains `tok` as a substring."""
+        return self._memoised(self._owns_memo, tok, self._owns)
+
     def paths_naming(self, tok: str) -> frozenset[int]:
-        """Indexes of members whose escalation path contains `tok` (memoised per token)."""
-        hit = self._path_memo.get(tok)
-        if hit is None:
-            hit = frozenset(
-                i
-                for i, e in enumerate(self.entries)
-                if e.escalation_path and tok in e.escalation_path
-            )
-            self._path_memo[tok] = hit
-        return hit
+        """Indexes of members whose escalation path contains `tok`."""
+        return self._memoised(self._path_memo, tok, self._paths)
+
+    def with_expertise(self, scope_tokens: Iterable[str]) -> list[int]:
+        """Indexes, in directory order, of members whose role/team words include any token."""
+        hits: set[int] = set()
+        for tok in scope_tokens:
+            hits.update(self._expertise.get(tok, ()))
+        return sorted(hits)
 
 
 # --------------------------------------------------------------------------- 1. whether
@@ -448,6 +508,8 @@ def resolve_targets(
             hits |= d.owners_of(tok)
             hits |= d.paths_naming(tok)
         for i in sorted(hits):
+            if len(picked) >= cap:
+                break  # `add` would refuse silently from here on: nothing left to record
             entry = d.entries[i]
             if not d.engageable(entry, me):
                 continue
@@ -463,8 +525,9 @@ def resolve_targets(
     # A single short word ("api", "ops") matching a title is coincidence, not a reason.
     if scope_tokens:
         scored: list[tuple[int, _Entry, list[str]]] = []
-        for entry in d.entries:
-            if not entry.expertise or not d.engageable(entry, me):
+        for i in d.with_expertise(scope_tokens):
+            entry = d.entries[i]
+            if not d.engageable(entry, me):
                 continue
             matched = [t for t in scope_tokens if t in entry.expertise]
             strong = any(len(t) >= 5 for t in matched)
@@ -510,7 +573,20 @@ class _Room:
 _PRIVATE_KINDS = frozenset({"PRIVATE", "GROUP_DM", "DM"})
 
 
+@dataclass(frozen=True)
+class Rooms:
+    """The org's channels with their member sets built once (see `Directory`)."""
+
+    rooms: tuple[_Room, ...]
+
+    @classmethod
+    def of(cls, channels: Any) -> Rooms:
+        return channels if isinstance(channels, Rooms) else cls(tuple(_rooms(channels)))
+
+
 def _rooms(channels: Any) -> list[_Room]:
+    if isinstance(channels, Rooms):
+        return list(channels.rooms)
     rooms: list[_Room] = []
     for raw in channels if isinstance(channels, list | tuple) else ():
         c = _plain(raw)
@@ -518,7 +594,9 @@ def _rooms(channels: Any) -> list[_Room]:
             continue
         listed = c.get("memberIds") if c.get("memberIds") is not None else c.get("members")
         members = frozenset(
-            str(x.get("memberId") or x.get("id")) if isinstance(x, Mapping) else str(x)
+            x
+            if isinstance(x, str)
+            else (str(x.get("memberId") or x.get("id")) if isinstance(x, Mapping) else str(x))
             for x in (listed if isinstance(listed, list | tuple) else ())
         )
         rooms.append(
@@ -794,20 +872,7 @@ def decide_engagement(work: Any, ctx: Any) -> EngagementDecision:
         creates_room=place["surface"] == "new_room",
         limits=limits,
     )
-    if not guard.allowed:
-        why.append(f"guardrail {guard.code}: {guard.detail}")
-        return decision(
-            reasonCode=guard.code,
-            reason=guard.detail,
-            targets=targets,
-            surface=place["surface"],
-            dedupeKey=dedupe_key,
-            guardrail=GuardrailSummary(
-                code=guard.code or "", detail=guard.detail, counts=guard.counts
-            ),
-        )
-
-    return decision(
+    engaged = decision(
         engage=True,
         reasonCode=trigger["code"],
         reason=trigger["detail"],
@@ -822,7 +887,34 @@ def decide_engagement(work: Any, ctx: Any) -> EngagementDecision:
         mentions=[Mention(member_id=t.member_id) for t in targets],
         body=compose_ask(w, trigger, targets, place["surface"]),
         dedupeKey=dedupe_key,
+    )
+    return apply_guardrail(engaged, guard)
+
+
+def apply_guardrail(decision: EngagementDecision, guard: GuardrailVerdict) -> EngagementDecision:
+    """An engaging decision after the guardrails: with its attempt when allowed; when refused,
+    a non-engagement that still names the targets, surface and dedupe key it would have used.
+
+    `decide_engagement` ends here; so does the shell when it judges a tally read from Redis
+    instead of rows, so both paths give the same decision.
+    """
+    if not decision.engage:
+        return decision
+    if guard.allowed:
         # The dedupe key is timeless; the attempt ordinal is what lets a re-ask after the
         # re-engage window reach the wire instead of colliding with the first ask's id.
-        attempt=guard.attempt,
+        return decision.model_copy(update={"attempt": guard.attempt})
+    return EngagementDecision(
+        trigger=decision.trigger,
+        reason_code=guard.code,
+        reason=guard.detail,
+        targets=decision.targets,
+        surface=decision.surface,
+        work_id=decision.work_id,
+        dedupe_key=decision.dedupe_key,
+        guardrail=GuardrailSummary(code=guard.code or "", detail=guard.detail, counts=guard.counts),
+        why=(*decision.why, f"guardrail {guard.code}: {guard.detail}"),
+        degraded=decision.degraded,
+        considered_not_engaged=decision.considered_not_engaged,
+        now_ms=decision.now_ms,
     )

@@ -123,6 +123,9 @@ def publish(
         args=[message],
         task_id=task_id(tracking_id, queue),
         queue=queue.value,
+        # Celery would otherwise saferepr the whole message for monitoring on every publish.
+        argsrepr=f"[{tracking_id}]",
+        kwargsrepr="{}",
         retry=True,
         retry_policy=retry_policy or WORKER_PUBLISH_RETRY,
     )

@@ -20,7 +20,8 @@ from contracts.messages import (
     SendResult,
     WorkEnvelope,
 )
-from pipeline.engagement import decide_engagement
+from pipeline.engagement import apply_guardrail, decide_engagement
+from pipeline.guardrails import judge
 from workers.errors import LeaseBusy, PermanentError, TransientError
 from workers.org import OrgSource
 from workers.outbox import Outbound
@@ -78,28 +79,33 @@ class Stages:
         ctx = {
             "me": seat.member_id,
             "directory": view.directory,
-            "channels": view.channels,
+            "channels": view.rooms,
             "supervisorId": seat.supervisor_id,
             "nowMs": self.clock_ms(),
             "degraded": degraded,
             "limits": self.ledger.limits,
         }
         decision = decide_engagement(env.report, ctx)
-        if decision.engage and decision.dedupe_key:
-            # Decide again with every seat's rows that bear on this ask, as the seed does.
+        if decision.engage:
+            # Judge every seat's counts that bear on this ask, as the seed does with its rows.
             # The guardrail stage re-checks atomically; this makes the record say why.
             try:
-                rows = self.ledger.rows_for(
-                    dedupe_key=decision.dedupe_key,
-                    targets=list(decision.targets),
-                    work_id=decision.work_id,
-                    seat_id=seat.member_id,
+                counted = self.ledger.tally(
+                    decision=decision, seat_id=seat.member_id, now_ms=decision.now_ms
                 )
             except redis.RedisError as exc:
-                rows = []
-                ctx["degraded"] = [*degraded, f"ledger_read_failed:{type(exc).__name__}"]
-            if rows or ctx["degraded"] != degraded:
-                decision = decide_engagement(env.report, {**ctx, "ledger": rows})
+                failed = f"ledger_read_failed:{type(exc).__name__}"
+                decision = decision.model_copy(update={"degraded": (*decision.degraded, failed)})
+            else:
+                verdict = judge(
+                    counted,
+                    now_ms=decision.now_ms,
+                    work_id=decision.work_id,
+                    seat_id=seat.member_id,
+                    creates_room=decision.surface == "new_room",
+                    limits=self.ledger.limits,
+                )
+                decision = apply_guardrail(decision, verdict)
         row = (
             None
             if decision.engage

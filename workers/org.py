@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts import Channel, Org, Seat
-from pipeline.engagement import Directory
+from pipeline.engagement import Directory, Rooms
 from workers.errors import ConfigError
 
 
@@ -66,6 +66,7 @@ class OrgView:
     org: Org
     directory: Directory
     channels: tuple[Channel, ...]
+    rooms: Rooms
     seats: dict[str, Seat]
 
     @classmethod
@@ -74,7 +75,13 @@ class OrgView:
         for seat in org.seats:
             for ident in (seat.member_id, *seat.aliases):
                 seats.setdefault(ident.strip().lower(), seat)
-        return cls(org=org, directory=Directory.of(org.members), channels=org.channels, seats=seats)
+        return cls(
+            org=org,
+            directory=Directory.of(org.members),
+            channels=org.channels,
+            rooms=Rooms.of(org.channels),
+            seats=seats,
+        )
 
     def seat(self, ident: str) -> Seat | None:
         """A seat by member id or any of its aliases (case-insensitive)."""

@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits, Target
+from contracts.guardrails import DAY_MS, HOUR_MS
 from pipeline.guardrails import Tally, judge, target_ids
 from workers import keys
 from workers.errors import PermanentError
@@ -235,6 +236,48 @@ class Ledger:
                 f"judge={verdict.code or 'allowed'}"
             )
         return verdict
+
+    def tally(self, *, decision: EngagementDecision, seat_id: str, now_ms: int) -> Tally:
+        """The counts `reserve` would judge, read in one round trip without reserving.
+
+        Read-only, so expired reservations are not purged here: they are subtracted instead
+        (a second round trip, only when one exists).
+        """
+        ids = target_ids(decision.targets)
+        dk = keys.by_dedupe_key(decision.dedupe_key or "")
+        day, hour = f"({now_ms - DAY_MS}", f"({now_ms - HOUR_MS}"
+        windowed = [
+            (keys.by_work(decision.work_id), day),
+            (keys.by_seat(seat_id), hour),
+            (keys.rooms_of(seat_id), day),
+            *((keys.by_target(t), day) for t in ids),
+        ]
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zrange(dk, 0, -1, withscores=True)  # at most maxAttemptsPerAsk entries
+        for key, since in windowed:
+            pipe.zcount(key, since, "+inf")
+        pipe.zrangebyscore(keys.PENDING, "-inf", now_ms)
+        replies = pipe.execute()
+        same = {_s(m): int(score) for m, score in replies[0]}
+        counts = [int(n) for n in replies[1:-1]]
+        expired = [_s(m) for m in replies[-1]]
+        if expired:
+            pipe = self.r.pipeline(transaction=False)
+            for key, _ in windowed:
+                pipe.zmscore(key, expired)
+            for i, (scores, (_, since)) in enumerate(zip(pipe.execute(), windowed, strict=True)):
+                floor = int(since[1:])
+                counts[i] -= sum(1 for sc in scores if sc is not None and sc > floor)
+            for op_id in expired:
+                same.pop(op_id, None)
+        return Tally(
+            same_key=len(same),
+            last_same_at_ms=max(same.values(), default=None),
+            per_target=dict(zip(ids, counts[3:], strict=True)),
+            work=counts[0],
+            seat=counts[1],
+            rooms=counts[2],
+        )
 
     def begin_send(
         self,

@@ -17,15 +17,17 @@ if not now then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Expired reservations (their worker died before sending) stop counting.
+-- Expired reservations (their worker died before sending) stop counting. Only a reservation:
+-- an op finished straight from `reserved` (op_finish cannot reach this zset) may still be
+-- listed here, and an engagement must keep its place.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 for _, e in ipairs(expired) do
   local okey = ARGV[11] .. e
-  local idx = redis.call('HGET', okey, 'indexes')
-  if idx then
-    for _, k in ipairs(cjson.decode(idx)) do redis.call('ZREM', k, e) end
-  end
   if redis.call('HGET', okey, 'state') == 'reserved' then
+    local idx = redis.call('HGET', okey, 'indexes')
+    if idx then
+      for _, k in ipairs(cjson.decode(idx)) do redis.call('ZREM', k, e) end
+    end
     redis.call('HSET', okey, 'state', 'expired')
   end
   redis.call('ZREM', KEYS[2], e)

@@ -31,7 +31,10 @@ end
 if state == 'sending' or state == 'unknown' then
   local lease = tonumber(redis.call('HGET', KEYS[1], 'leaseUntilMs') or '0')
   if state == 'sending' and lease > now then return {'busy', tostring(lease)} end
-  redis.call('HSET', KEYS[1], 'token', ARGV[2], 'leaseUntilMs', now + tonumber(ARGV[3]))
+  -- The reconciling try is a send in flight again: under its lease, so that a concurrent
+  -- try is `busy` (not a second reconcile that may post twice), and abandonable again.
+  redis.call('HSET', KEYS[1], 'state', 'sending', 'token', ARGV[2], 'leaseUntilMs',
+    now + tonumber(ARGV[3]))
   return {'reconcile', redis.call('HGET', KEYS[1], 'atMs')}
 end
 if state == 'expired' then return {'expired', ''} end

@@ -1,0 +1,622 @@
+"""Work reports per second through engagement -> guardrails -> send, on real Redis, as a RATIO
+to a chain of three no-op Celery tasks on the same broker, measured in the same run.
+
+    uv run python -m bench.pipeline [--n 2000] [--rounds 3] [--redis-url redis://127.0.0.1:6379/14]
+
+Each round runs, one after the other on a flushed database:
+
+  baseline      `celery -A bench.noop_app worker -c 2` (prefork), N chains noop1->noop2->noop3
+  seatwire      `uv run seatwire worker --queues engagement,guardrails,send --concurrency 2`
+                with SEATWIRE_OUTBOX_FSYNC=true, then again with false
+
+Workers are started fresh for every run (in their own process group, always killed at the end),
+warmed up with a few items, and then timed from the first enqueue of N items until the last
+one is done: for the baseline, a counter INCRed by noop3 reaches N; for Seatwire, every journal
+entry has left `sw:j:open` and the outbox has N lines. Seatwire's items are enqueued the way
+the ingress does it (`journal_and_enqueue` in workers/ingress.py, without HTTP): journal
+accept, publish of the engagement task, mark enqueued. Each report is a distinct piece of work
+blocked on a decision with a named owner, so it engages one person by DM; the owners rotate
+over the org's members and the limits are set very high: this measures throughput, not
+refusals.
+
+The figure is reports/s for Seatwire over chains/s for the baseline, per round and as medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+HIGH = 1_000_000_000
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Workers:
+    """A worker command running in its own session; `stop` kills the whole group."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], env: dict[str, str], log: Path) -> Workers:
+        fh = log.open("wb")
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        fh.close()
+        return cls(name, proc, log)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} workers exited early:\n{self.tail()}")
+            if b" ready." in self.log.read_bytes():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} workers not ready after {timeout}s:\n{self.tail()}")
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by every process of the group (reaped children included)."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                parts = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # fields after the comm: state ppid pgrp ... utime(14) stime(15) cutime(16) cstime(17)
+            if int(parts[2]) == self.proc.pid:
+                total += sum(int(x) for x in parts[11:15])
+        return total / CLK_TCK
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=20)
+        # The group may outlive its leader (uv exits when its child does): kill what is left.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def running(
+    name: str, argv: list[str], env: dict[str, str], log: Path, registry: list[Workers]
+) -> Iterator[Workers]:
+    w = Workers.start(name, argv, env, log)
+    registry.append(w)
+    try:
+        w.wait_ready()
+        yield w
+    finally:
+        w.stop()
+        registry.remove(w)
+
+
+def redis_cpu_s(r: Any) -> float:
+    info = r.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (every core, every process)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / CLK_TCK  # minus idle and iowait
+
+
+def self_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+@dataclass
+class Meter:
+    """CPU used during a run by the workers, Redis, this process and everything else."""
+
+    workers: Workers
+    r: Any
+    start: tuple[float, float, float, float] = (0, 0, 0, 0)
+
+    def read(self) -> tuple[float, float, float, float]:
+        return (self.workers.cpu_s(), redis_cpu_s(self.r), self_cpu_s(), busy_cpu_s())
+
+    def begin(self) -> None:
+        self.start = self.read()
+
+    def end(self) -> tuple[float, float, float, float]:
+        w, r, me, busy = (b - a for a, b in zip(self.start, self.read(), strict=True))
+        return w, r, me, busy - w - r - me
+
+
+def wait_until(done: Callable[[], bool], timeout: float) -> bool:
+    """Poll `done`; every 5 ms at first, then at most 0.2% of the time waited (<= 50 ms)."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while (now := time.monotonic()) < deadline:
+        if done():
+            return True
+        time.sleep(min(0.05, max(0.005, (now - start) / 500)))
+    return done()
+
+
+# ---------------------------------------------------------------------------- work
+
+
+@dataclass
+class Item:
+    seat: str
+    report: Any  # contracts.WorkReport
+
+
+def make_items(n: int, tag: str, org_file: Path) -> list[Item]:
+    """N distinct reports, each blocked on a decision owned by one named, engageable member."""
+    from contracts import WorkReport
+    from workers.org import load_org
+
+    org = load_org(org_file)
+    seats = [s.member_id for s in org.seats]
+    people = [m.id for m in org.members if m.engageable_status and m.id not in seats]
+    items = []
+    for i in range(n):
+        seat = seats[i % len(seats)]
+        owner = people[(i // len(seats)) % len(people)]
+        report = WorkReport.model_validate(
+            {
+                "id": f"bench-{tag}-{i}",
+                "title": f"Nightly export {i}",
+                "summary": "The export is ready; the last step needs someone else's decision.",
+                "scope": "billing database",
+                "state": "blocked",
+                "blocker": {
+                    "kind": "decision",
+                    "scope": "billing database",
+                    "ownerId": owner,
+                    "detail": "which retention window applies",
+                },
+                "selfServeExhausted": True,
+                "tried": ["read the runbook", "asked in #platform"],
+                "question": "Keep 30 or 90 days?",
+                "options": ["30 days", "90 days"],
+            }
+        )
+        items.append(Item(seat, report))
+    return items
+
+
+def envelope(item: Item, now_ms: int) -> tuple[str, str, dict[str, Any]]:
+    """What `journal_and_enqueue` computes: tracking id, fingerprint, message."""
+    from contracts.messages import WorkEnvelope
+    from workers.ingress import tracking_id_for
+
+    report = item.report
+    tracking = tracking_id_for(item.seat, report.id, report.revision)
+    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+    env = WorkEnvelope(
+        tracking_id=tracking, seat_id=item.seat, accepted_at_ms=now_ms, report=report
+    )
+    return tracking, fingerprint, env.to_wire()
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Result:
+    kind: str
+    n: int
+    seconds: float
+    enqueue_s: float
+    worker_cpu_s: float
+    redis_cpu_s: float
+    bench_cpu_s: float
+    other_cpu_s: float  # everything else on the machine (other users' jobs): noise
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def per_s(self) -> float:
+        return self.n / self.seconds
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        import redis
+
+        self.args = args
+        self.tmp = tmp
+        self.url = args.redis_url
+        self.r = redis.Redis.from_url(self.url)
+        self.registry: list[Workers] = []
+        self.base_env = {
+            **os.environ,
+            "SEATWIRE_REDIS_URL": self.url,
+            "SEATWIRE_API_TOKEN": "bench",
+            "SEATWIRE_ORG_FILE": str(args.org_file),
+            "SEATWIRE_LIMITS__PER_TARGET_PER_DAY": str(HIGH),
+            "SEATWIRE_LIMITS__PER_SEAT_PER_HOUR": str(HIGH),
+            "SEATWIRE_LIMITS__PER_WORK_PER_DAY": str(HIGH),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.base_env.pop("SEATWIRE_BROKER_URL", None)
+        self.uv = ["uv", "run", "--no-sync"] if args.uv else []
+
+    def flush(self) -> None:
+        self.r.flushdb()
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        return {**self.base_env, **extra}
+
+    def _apply_env(self, env: dict[str, str]) -> None:
+        for k, v in env.items():
+            if k.startswith("SEATWIRE_"):
+                os.environ[k] = v
+
+    # ------------------------------------------------------------------ baseline
+
+    def baseline(self, rnd: int) -> Result:
+        from bench import noop_app
+        from workers.celery_app import INGRESS_PUBLISH_RETRY, create_app
+        from workers.settings import Settings
+
+        self.flush()
+        env = self._env()
+        self._apply_env(env)
+        argv = [
+            *self.uv,
+            *([] if self.uv else [sys.executable, "-m"]),
+            "celery",
+            "-A",
+            "bench.noop_app",
+            "worker",
+            "-Q",
+            ",".join(noop_app.QUEUES),
+            "-c",
+            str(self.args.concurrency),
+            "-P",
+            "prefork",
+            "--loglevel",
+            self.args.loglevel,
+            "-n",
+            f"noop-{rnd}@%h",
+            "--without-mingle",
+            "--without-gossip",
+        ]
+        app = create_app(Settings(), register=False)
+        warm = make_items(self.args.warmup, f"warm-b{rnd}", self.args.org_file)
+        items = make_items(self.args.n, f"b{rnd}", self.args.org_file)
+        messages = [envelope(it, 0)[2] for it in [*warm, *items]]
+
+        def done(k: int) -> Callable[[], bool]:
+            return lambda: int(self.r.get(noop_app.DONE_KEY) or 0) >= k
+
+        try:
+            with running(
+                "baseline", argv, env, self.tmp / f"baseline-{rnd}.log", self.registry
+            ) as w:
+                for m in messages[: len(warm)]:
+                    noop_app.publish(0, m, retry_policy=INGRESS_PUBLISH_RETRY, via=app)
+                if not wait_until(done(len(warm)), 60):
+                    raise RuntimeError(f"baseline warm-up did not finish:\n{w.tail()}")
+                meter = Meter(w, self.r)
+                meter.begin()
+                t0 = time.perf_counter()
+                for m in messages[len(warm) :]:
+                    noop_app.publish(0, m, retry_policy=INGRESS_PUBLISH_RETRY, via=app)
+                t_enq = time.perf_counter() - t0
+                if not wait_until(done(len(messages)), self.args.timeout):
+                    got = int(self.r.get(noop_app.DONE_KEY) or 0)
+                    raise RuntimeError(
+                        f"baseline: {got} of {len(messages)} done after "
+                        f"{self.args.timeout}s:\n{w.tail()}"
+                    )
+                elapsed = time.perf_counter() - t0
+                cpu = meter.end()
+        finally:
+            app.close()
+        return Result("baseline", len(items), elapsed, t_enq, *cpu)
+
+    # ------------------------------------------------------------------ seatwire
+
+    def seatwire(self, rnd: int, fsync: bool) -> Result:
+        from workers import keys
+        from workers.bootstrap import build_container, now_ms
+        from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, create_app, publish
+        from workers.settings import Settings
+
+        self.flush()
+        outbox = self.tmp / f"outbox-{rnd}-{'fsync' if fsync else 'nofsync'}.jsonl"
+        env = self._env(
+            SEATWIRE_OUTBOX_PATH=str(outbox), SEATWIRE_OUTBOX_FSYNC="true" if fsync else "false"
+        )
+        self._apply_env(env)
+        if self.args.what_if:  # an estimate only: see bench/whatif.py
+            python = ["python"] if self.uv else [sys.executable]
+            seatwire = [*python, "-m", "bench.whatif", self.args.what_if]
+        else:
+            seatwire = ["seatwire"] if self.uv else [str(Path(sys.executable).parent / "seatwire")]
+        argv = [
+            *self.uv,
+            *seatwire,
+            "worker",
+            "--queues",
+            "engagement,guardrails,send",
+            "--concurrency",
+            str(self.args.concurrency),
+            "--loglevel",
+            self.args.loglevel,
+        ]
+        settings = Settings()
+        app = create_app(settings, register=False)
+        container = build_container(settings, app=app)
+        journal = container.journal
+        tag = f"s{rnd}{'f' if fsync else 'n'}"
+        warm = make_items(self.args.warmup, f"warm-{tag}", self.args.org_file)
+        items = make_items(self.args.n, tag, self.args.org_file)
+
+        def journal_and_enqueue(item: Item) -> str:
+            # workers/ingress.py `journal_and_enqueue`, minus the HTTP around it.
+            accepted_at = now_ms()
+            tracking, fingerprint, message = envelope(item, accepted_at)
+            result = journal.accept(
+                tracking,
+                kind="work",
+                seat_id=item.seat,
+                payload=json.dumps(message),
+                now_ms=accepted_at,
+                fingerprint=fingerprint,
+            )
+            if not result.new:
+                raise RuntimeError(f"{tracking} was already journalled")
+            publish(app, Task.ENGAGEMENT, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
+            journal.mark_enqueued(tracking, now_ms())
+            return tracking
+
+        def drained() -> bool:
+            return int(self.r.zcard(keys.JOURNAL_OPEN)) == 0
+
+        def lines() -> int:
+            try:
+                with outbox.open("rb") as fh:
+                    return sum(1 for _ in fh)
+            except FileNotFoundError:
+                return 0
+
+        try:
+            with running(
+                f"seatwire(fsync={fsync})",
+                argv,
+                env,
+                self.tmp / f"seatwire-{rnd}-{int(fsync)}.log",
+                self.registry,
+            ) as w:
+                for it in warm:
+                    journal_and_enqueue(it)
+                if not wait_until(drained, 60):
+                    raise RuntimeError(f"seatwire warm-up did not finish:\n{w.tail()}")
+                meter = Meter(w, self.r)
+                meter.begin()
+                t0 = time.perf_counter()
+                trackings = [journal_and_enqueue(it) for it in items]
+                t_enq = time.perf_counter() - t0
+                if not wait_until(drained, self.args.timeout):
+                    raise RuntimeError(
+                        f"seatwire: {self.r.zcard(keys.JOURNAL_OPEN)} entries still open after "
+                        f"{self.args.timeout}s:\n{w.tail()}"
+                    )
+                expected = len(warm) + len(items)
+                wait_until(lambda: lines() >= expected, 10)
+                elapsed = time.perf_counter() - t0
+                cpu = meter.end()
+        finally:
+            app.close()
+            container.redis.close()
+        extra = self._verify(trackings, outbox, expected, lines())
+        kind = f"seatwire fsync={'on' if fsync else 'off'}"
+        if self.args.what_if:
+            kind += f" [what-if {self.args.what_if}]"
+        return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
+
+    def _verify(
+        self, trackings: list[str], outbox: Path, expected: int, n_lines: int
+    ) -> dict[str, Any]:
+        """Every entry final and engaged, N outbox lines; hop latencies from the timestamps."""
+        from workers import keys
+
+        pipe = self.r.pipeline(transaction=False)
+        for t in trackings:
+            pipe.hmget(keys.journal(t), "state", "enqueuedAtMs", "decision", "finalAtMs")
+            pipe.hmget(keys.op(t), "atMs", "sendingAtMs", "finalAtMs")
+        replies = pipe.execute()
+        states: Counter[str] = Counter()
+        hops: dict[str, list[int]] = {
+            "enqueued->decided": [],
+            "decided->reserved": [],
+            "reserved->sending": [],
+            "sending->final": [],
+            "enqueued->final": [],
+        }
+        for entry, op in zip(replies[::2], replies[1::2], strict=True):
+            state, enq, decision, final = (x.decode() if x else None for x in entry)
+            states[state or "missing"] += 1
+            if not (enq and decision and final and all(op)):
+                continue
+            decided = json.loads(decision)["nowMs"]
+            reserved, sending, op_final = (int(x) for x in op)
+            hops["enqueued->decided"].append(decided - int(enq))
+            hops["decided->reserved"].append(reserved - decided)
+            hops["reserved->sending"].append(sending - reserved)
+            hops["sending->final"].append(op_final - sending)
+            hops["enqueued->final"].append(int(final) - int(enq))
+        if states.get("engaged", 0) != len(trackings) or n_lines != expected:
+            raise RuntimeError(
+                f"not every report was engaged exactly once: states={dict(states)}"
+                f", outbox lines={n_lines} (expected {expected})"
+            )
+        return {
+            "states": dict(states),
+            "outbox_lines": n_lines,
+            "hop_ms_median": {k: statistics.median(v) for k, v in hops.items() if v},
+            "hop_ms_p90": {k: sorted(v)[int(0.9 * (len(v) - 1))] for k, v in hops.items() if v},
+        }
+
+    def stop_all(self) -> None:
+        for w in list(self.registry):
+            w.stop()
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def line(r: Result) -> str:
+    return (
+        f"{r.kind:<18} {r.per_s:>7.1f}/s  {r.seconds:>7.2f} s for {r.n} "
+        f"(enqueue {r.enqueue_s:5.2f} s)  CPU ms/item: workers {1e3 * r.worker_cpu_s / r.n:.2f}"
+        f", redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
+        f"; other load {r.other_cpu_s / r.seconds:.2f} cores"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from workers.settings import BUNDLED_ORG
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument(
+        "--redis-url",
+        default="redis://127.0.0.1:6379/14",
+        help="a database of its own: it is FLUSHED before every run",
+    )
+    ap.add_argument("--n", type=int, default=2000, help="items per run")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=40, help="items before the clock starts")
+    ap.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    ap.add_argument("--fsync", choices=["both", "on", "off"], default="both")
+    ap.add_argument("--loglevel", default="INFO", help="worker log level (production: INFO)")
+    ap.add_argument("--org-file", type=Path, default=BUNDLED_ORG)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    ap.add_argument(
+        "--no-uv",
+        dest="uv",
+        action="store_false",
+        help="start workers with this interpreter instead of `uv run`",
+    )
+    ap.add_argument(
+        "--what-if",
+        choices=["no-ledger-read"],
+        help="run Seatwire's workers with an experimental in-process patch "
+        "(bench/whatif.py): an ESTIMATE of a fix, not Seatwire's figure",
+    )
+    ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--json", type=Path, help="write every result here as JSON")
+    args = ap.parse_args(argv)
+
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the finally below stops the workers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    variants = {"both": [True, False], "on": [True], "off": [False]}[args.fsync]
+    tmp = Path(tempfile.mkdtemp(prefix="seatwire-bench-"))
+    bench = Bench(args, tmp)
+    results: list[tuple[int, Result]] = []
+    print(
+        f"bench.pipeline: {args.rounds} rounds x N={args.n}, {args.concurrency} worker "
+        f"processes, {os.cpu_count()} CPUs, Redis {args.redis_url} (flushed per run), "
+        f"org {args.org_file}, logs in {tmp}",
+        flush=True,
+    )
+    try:
+        for rnd in range(1, args.rounds + 1):
+            base = bench.baseline(rnd)
+            results.append((rnd, base))
+            print(f"round {rnd}  {line(base)}", flush=True)
+            for fsync in variants:
+                sw = bench.seatwire(rnd, fsync)
+                results.append((rnd, sw))
+                print(f"round {rnd}  {line(sw)}  ratio {sw.per_s / base.per_s:.3f}", flush=True)
+                hops = "  ".join(f"{k} {v:.0f}" for k, v in sw.extra["hop_ms_median"].items())
+                print(
+                    f"          hop latency medians, ms (queue wait included): {hops}", flush=True
+                )
+    finally:
+        bench.stop_all()
+        bench.flush()
+
+    print("\nmedians over rounds:")
+    kinds = list(dict.fromkeys(r.kind for _, r in results))
+    med = {k: statistics.median(r.per_s for _, r in results if r.kind == k) for k in kinds}
+    for k in kinds:
+        cpu = statistics.median(1e3 * r.worker_cpu_s / r.n for _, r in results if r.kind == k)
+        print(f"  {k:<18} {med[k]:>8.0f}/s   worker CPU {cpu:.2f} ms/item")
+    for k in kinds[1:]:
+        ratios = []
+        for rnd in range(1, args.rounds + 1):
+            b = next(r for n, r in results if n == rnd and r.kind == "baseline")
+            s = next(r for n, r in results if n == rnd and r.kind == k)
+            ratios.append(s.per_s / b.per_s)
+        verdict = "MET" if statistics.median(ratios) >= 0.75 else "NOT MET"
+        print(
+            f"  ratio {k}/baseline: median {statistics.median(ratios):.3f} "
+            f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)}) target >= 0.75: {verdict}"
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                [
+                    {
+                        "round": n,
+                        "kind": r.kind,
+                        "n": r.n,
+                        "seconds": r.seconds,
+                        "per_s": r.per_s,
+                        "enqueue_s": r.enqueue_s,
+                        "worker_cpu_s": r.worker_cpu_s,
+                        "redis_cpu_s": r.redis_cpu_s,
+                        "bench_cpu_s": r.bench_cpu_s,
+                        "other_cpu_s": r.other_cpu_s,
+                        **r.extra,
+                    }
+                    for n, r in results
+                ],
+                indent=2,
+            )
+        )
+    if not args.keep_logs:
+        for f in tmp.iterdir():
+            f.unlink()
+        tmp.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
