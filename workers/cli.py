@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 import uvicorn
@@ -24,16 +24,18 @@ cli = typer.Typer(
 console = Console()
 
 
+def _refuse(message: object) -> NoReturn:
+    """Stop at start with a clear reason: bad configuration never waits for the first report."""
+    console.print(f"[red]configuration error:[/red] {message}")
+    raise typer.Exit(2)
+
+
 def _settings() -> Settings:
     try:
         settings = Settings()
         settings.check()
-    except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    except ValueError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    except (ConfigError, ValueError) as exc:
+        _refuse(exc)
     return settings
 
 
@@ -50,8 +52,7 @@ def up(
     try:
         api = system.start()
     except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _refuse(exc)
     where = "embedded" if settings.embedded else f"Redis {settings.redis_url}"
     h, p = host or settings.host, port or settings.port
     console.print(f"Seatwire up ({where}) on http://{h}:{p} — outbox {settings.outbox_path}")
@@ -87,11 +88,10 @@ def worker(
 
     settings = _settings()
     if settings.embedded:
-        console.print(
-            "[red]configuration error:[/red] a separate worker needs a shared broker: "
-            "set SEATWIRE_REDIS_URL (or run `seatwire up` for everything in one process)"
+        _refuse(
+            "a separate worker needs a shared broker: set SEATWIRE_REDIS_URL "
+            "(or run `seatwire up` for everything in one process)"
         )
-        raise typer.Exit(2)
     names = [q.strip() for q in queues.split(",") if q.strip()]
     known = {q.value for q in Queue}
     unknown = [q for q in names if q not in known]
@@ -101,8 +101,7 @@ def worker(
     try:
         bootstrap.build_container(settings).redis.ping()  # fail at start, not at the first task
     except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _refuse(exc)
     except Exception as exc:
         console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
         raise typer.Exit(2) from exc
@@ -137,17 +136,15 @@ def ingress(
 
     settings = _settings()
     if settings.embedded:
-        console.print(
-            "[red]configuration error:[/red] a separate ingress needs a shared broker: "
-            "set SEATWIRE_REDIS_URL (or run `seatwire up`)"
+        _refuse(
+            "a separate ingress needs a shared broker: set SEATWIRE_REDIS_URL "
+            "(or run `seatwire up`)"
         )
-        raise typer.Exit(2)
     try:
         app = create_app(settings, register=False)
         container = bootstrap.build_container(settings, app=app)
     except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _refuse(exc)
     uvicorn.run(
         create_ingress(container, app),
         host=host or settings.host,

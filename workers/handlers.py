@@ -33,29 +33,59 @@ def idempotency_id(decision: EngagementDecision, attempt: int) -> str:
     return f"engage-{decision.dedupe_key}-{attempt}"
 
 
+def ledger_row(
+    seat_id: str,
+    decision: EngagementDecision,
+    tracking_id: str,
+    *,
+    outcome: str,
+    at_ms: int,
+    reason_code: str | None,
+    reason: str | None,
+    attempt: int | None = None,
+    extra_why: str | None = None,
+    ask: OutboundAsk | None = None,
+    result: SendResult | None = None,
+) -> LedgerRow:
+    """The ledger row of one outcome of one decision."""
+    return LedgerRow(
+        at_ms=at_ms,
+        seat_id=seat_id,
+        work_id=decision.work_id,
+        trigger=decision.trigger,
+        reason_code=reason_code,
+        reason=reason,
+        dedupe_key=decision.dedupe_key,
+        attempt=attempt,
+        engaged=outcome == "engaged",
+        outcome=outcome,  # type: ignore[arg-type]
+        surface=decision.surface,
+        channel_id=result.channel_id if result else decision.channel_id,
+        message_id=result.message_id if result else None,
+        room_created=bool(result and result.room_created),
+        targets=decision.targets,
+        why=(*decision.why, *([extra_why] if extra_why else [])),
+        idempotency_id=ask.idempotency_id if ask else None,
+        tracking_id=tracking_id,
+    )
+
+
 def nonengagement_row(seat_id: str, decision: EngagementDecision, tracking_id: str) -> LedgerRow:
+    """A considered 'nobody', written down with the code that says why."""
     if decision.guardrail is not None:
         outcome = decision.guardrail.code
     elif decision.reason_code == "unroutable":
         outcome = "unroutable"
     else:
         outcome = "none"
-    return LedgerRow.model_validate(
-        {
-            "atMs": decision.now_ms,
-            "seatId": seat_id,
-            "workId": decision.work_id,
-            "trigger": decision.trigger,
-            "reasonCode": decision.reason_code,
-            "reason": decision.reason,
-            "dedupeKey": decision.dedupe_key,
-            "engaged": False,
-            "outcome": outcome,
-            "surface": decision.surface,
-            "targets": [t.to_wire() for t in decision.targets],
-            "why": list(decision.why),
-            "trackingId": tracking_id,
-        }
+    return ledger_row(
+        seat_id,
+        decision,
+        tracking_id,
+        outcome=outcome,
+        at_ms=decision.now_ms,
+        reason_code=decision.reason_code,
+        reason=decision.reason,
     )
 
 
@@ -150,7 +180,7 @@ class Stages:
         decision: EngagementDecision,
         verdict: GuardrailVerdict,
     ) -> None:
-        row = self._row(
+        row = _row(
             seat_id,
             decision,
             verdict,
@@ -201,7 +231,7 @@ class Stages:
             try:
                 result = self.outbound.send(ask, now_ms=self.clock_ms())
             except PermanentError as exc:
-                row = self._row(
+                row = _row(
                     env.seat_id,
                     decision,
                     verdict,
@@ -236,7 +266,7 @@ class Stages:
         token: str,
         reserved_at: int,
     ) -> str:
-        row = self._row(
+        row = _row(
             env.seat_id,
             env.decision,
             verdict,
@@ -279,40 +309,31 @@ class Stages:
             reason_code=d.reason_code,
         )
 
-    @staticmethod
-    def _row(
-        seat_id: str,
-        decision: EngagementDecision,
-        verdict: GuardrailVerdict,
-        tracking_id: str,
-        *,
-        outcome: str,
-        at_ms: int,
-        reason: str | None,
-        extra_why: str | None = None,
-        ask: OutboundAsk | None = None,
-        result: SendResult | None = None,
-    ) -> LedgerRow:
-        why = list(decision.why) + ([extra_why] if extra_why else [])
-        return LedgerRow.model_validate(
-            {
-                "atMs": at_ms,
-                "seatId": seat_id,
-                "workId": decision.work_id,
-                "trigger": decision.trigger,
-                "reasonCode": decision.reason_code if outcome == "engaged" else outcome,
-                "reason": reason,
-                "dedupeKey": decision.dedupe_key,
-                "attempt": verdict.attempt,
-                "engaged": outcome == "engaged",
-                "outcome": outcome,
-                "surface": decision.surface,
-                "channelId": result.channel_id if result else decision.channel_id,
-                "messageId": result.message_id if result else None,
-                "roomCreated": bool(result and result.room_created),
-                "targets": [t.to_wire() for t in decision.targets],
-                "why": why,
-                "idempotencyId": ask.idempotency_id if ask else None,
-                "trackingId": tracking_id,
-            }
-        )
+
+def _row(
+    seat_id: str,
+    decision: EngagementDecision,
+    verdict: GuardrailVerdict,
+    tracking_id: str,
+    *,
+    outcome: str,
+    at_ms: int,
+    reason: str | None,
+    extra_why: str | None = None,
+    ask: OutboundAsk | None = None,
+    result: SendResult | None = None,
+) -> LedgerRow:
+    """A row of the guardrail or send stage: the decision's code when engaged, else the outcome."""
+    return ledger_row(
+        seat_id,
+        decision,
+        tracking_id,
+        outcome=outcome,
+        at_ms=at_ms,
+        reason_code=decision.reason_code if outcome == "engaged" else outcome,
+        reason=reason,
+        attempt=verdict.attempt,
+        extra_why=extra_why,
+        ask=ask,
+        result=result,
+    )
