@@ -363,11 +363,7 @@ class Bench:
             SEATWIRE_OUTBOX_PATH=str(outbox), SEATWIRE_OUTBOX_FSYNC="true" if fsync else "false"
         )
         self._apply_env(env)
-        if self.args.what_if:  # an estimate only: see bench/whatif.py
-            python = ["python"] if self.uv else [sys.executable]
-            seatwire = [*python, "-m", "bench.whatif", self.args.what_if]
-        else:
-            seatwire = ["seatwire"] if self.uv else [str(Path(sys.executable).parent / "seatwire")]
+        seatwire = ["seatwire"] if self.uv else [str(Path(sys.executable).parent / "seatwire")]
         argv = [
             *self.uv,
             *seatwire,
@@ -446,8 +442,6 @@ class Bench:
             container.redis.close()
         extra = self._verify(trackings, outbox, expected, lines())
         kind = f"seatwire fsync={'on' if fsync else 'off'}"
-        if self.args.what_if:
-            kind += f" [what-if {self.args.what_if}]"
         return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
 
     def _verify(
@@ -532,12 +526,6 @@ def main(argv: list[str] | None = None) -> int:
         dest="uv",
         action="store_false",
         help="start workers with this interpreter instead of `uv run`",
-    )
-    ap.add_argument(
-        "--what-if",
-        choices=["no-ledger-read"],
-        help="run Seatwire's workers with an experimental in-process patch "
-        "(bench/whatif.py): an ESTIMATE of a fix, not Seatwire's figure",
     )
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--json", type=Path, help="write every result here as JSON")

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.pipeline import HIGH, envelope, make_items
-from bench.whatif import PATCHES
 
 STEPS = ("ingress", "engagement", "guardrails", "send")
 
@@ -60,14 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--org-file", type=Path, default=BUNDLED_ORG)
     ap.add_argument("--profile", action="store_true", help="run under cProfile and split it")
     ap.add_argument("--top", type=int, default=0, help="also print cProfile's top N functions")
-    ap.add_argument(
-        "--what-if",
-        choices=sorted(PATCHES),
-        help="apply an experimental patch in this process (bench/whatif.py)",
-    )
     args = ap.parse_args(argv)
-    if args.what_if:
-        PATCHES[args.what_if]()
 
     import tempfile
 
@@ -174,7 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bench.stages: {n} reports, one after another, in-process on {args.redis_url}, "
         f"fsync {args.fsync}, org {args.org_file}{' (under cProfile)' if profiler else ''}"
-        f"{f' [what-if {args.what_if}: an estimate]' if args.what_if else ''}"
     )
     print(f"  {n / wall:.0f} reports/s in one process ({1e3 * wall / n:.2f} ms per report)\n")
     tenth = max(1, n // 10)
@@ -201,9 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 # Functions whose cumulative time is reported (ms per report). They nest; see the notes.
 WATCH = [
     ("engagement stage handler", "handlers.py", "engagement"),
-    ("  decide_engagement (both calls)", "engagement.py", "decide_engagement"),
-    ("    check_guardrails", "guardrails.py", "check_guardrails"),
-    ("  Ledger.rows_for", "stores.py", "rows_for"),
+    ("  decide_engagement", "engagement.py", "decide_engagement"),
+    ("  Ledger.tally", "stores.py", "tally"),
     ("  Journal.record_decision", "stores.py", "record_decision"),
     ("guardrails stage handler", "handlers.py", "guardrails"),
     ("  Ledger.reserve", "stores.py", "reserve"),
