@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,6 +141,35 @@ def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
     assert queues == ["engagement", "guardrails", "send"]
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
+
+
+def _compose_client() -> list[str] | None:
+    docker = shutil.which("docker")
+    if (
+        docker
+        and subprocess.run(
+            [docker, "compose", "version"], capture_output=True, check=False
+        ).returncode
+        == 0
+    ):
+        return [docker, "compose"]
+    legacy = shutil.which("docker-compose")
+    return [legacy] if legacy else None
+
+
+def test_compose_file_is_valid_where_a_client_exists() -> None:
+    """`compose config` accepts the file with a token set, and refuses it without one."""
+    client = _compose_client()
+    if client is None:
+        pytest.skip("no docker compose client on this machine")
+    args = [*client, "-f", str(REPO_ROOT / "compose.yaml"), "config", "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k != "SEATWIRE_API_TOKEN"}
+    ok = subprocess.run(
+        args, env={**env, "SEATWIRE_API_TOKEN": "t"}, capture_output=True, text=True, check=False
+    )
+    assert ok.returncode == 0, ok.stderr
+    missing = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    assert missing.returncode != 0 and "SEATWIRE_API_TOKEN" in missing.stderr
 
 
 def test_scenario_end_to_end(cluster: Cluster) -> None:
