@@ -262,3 +262,37 @@ def test_send_task_delivered_twice_writes_one_line(
     lines = [x for x in read_outbox(cluster.outbox) if x["workId"] == "twice"]
     assert len(lines) == 1, json.dumps(lines)
     assert [r["outcome"] for r in rows] == ["engaged"]
+
+
+def test_a_stage_that_gives_up_writes_it_down(
+    cluster: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    """A message no retry can help (its seat is not in the org) is not dropped: the journal
+    entry ends `failed` with the stage and the reason, after exactly one attempt."""
+    from contracts import WorkReport
+    from contracts.messages import WorkEnvelope
+
+    settings = Settings(redis_url=redis_url, api_token=TOKEN, outbox_path=tmp_path / "unused.jsonl")
+    app = create_app(settings, register=False)
+    container = bootstrap.build_container(settings, app=app)
+    tracking = "wr-ghost-seat"
+    container.journal.accept(
+        tracking,
+        kind="work",
+        seat_id="ghost",
+        payload="{}",
+        now_ms=bootstrap.now_ms(),
+        fingerprint="x",
+    )
+    envelope = WorkEnvelope(
+        tracking_id=tracking,
+        seat_id="ghost",
+        accepted_at_ms=1,
+        report=WorkReport(id="w", title="t"),
+    )
+    publish(app, Task.ENGAGEMENT, tracking, envelope.to_wire())
+    with cluster.http() as http:
+        final = _wait_final(http, tracking)
+    assert final["state"] == "failed"
+    assert final["failedStage"] == "engagement"
+    assert "ghost" in (final["error"] or "")
