@@ -1,4 +1,8 @@
-"""Who exists in the organisation: members, channels and the agent seats. Pure data."""
+"""Who exists in the organisation: members, channels and the agent seats. Pure data.
+
+They come from the org file, so unknown fields are refused: a misspelt `owns` must stop the
+start, not quietly change who gets asked.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
-from contracts._base import StrictWire, Wire
+from contracts._base import StrictWire
 
 ENGAGEABLE_STATUSES = frozenset({"active", "online", "busy"})
 
@@ -18,7 +22,7 @@ class ChannelKind(StrEnum):
     PRIVATE = "PRIVATE"
 
 
-class Member(Wire):
+class Member(StrictWire):
     """A person or seat in the directory. Only active/online/busy members are engageable."""
 
     id: str = Field(min_length=1)
@@ -40,7 +44,7 @@ class Member(Wire):
         return not status or status in ENGAGEABLE_STATUSES
 
 
-class Channel(Wire):
+class Channel(StrictWire):
     id: str = Field(min_length=1)
     kind: ChannelKind = ChannelKind.PUBLIC
     name: str = ""
@@ -52,7 +56,7 @@ class Channel(Wire):
         return value.upper() if isinstance(value, str) else value
 
 
-class LauncherSpec(Wire):
+class LauncherSpec(StrictWire):
     """How a seat's turn is launched (section 10). `noop` is the embedded default."""
 
     kind: str = "noop"
@@ -60,7 +64,7 @@ class LauncherSpec(Wire):
     url: str | None = None
 
 
-class Seat(Wire):
+class Seat(StrictWire):
     """An agent seat: its own identity (every alias it answers to) and who hears of its faults."""
 
     member_id: str = Field(min_length=1)

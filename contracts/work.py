@@ -6,9 +6,9 @@ quietly different decision. Pure data.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from contracts._base import StrictWire
 
@@ -54,7 +54,7 @@ class Commitment(StrictWire):
 class WorkReport(StrictWire):
     """One piece of a seat's work, as the seat reports it."""
 
-    id: str = Field(min_length=1, max_length=200)
+    id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     title: str = Field(default="", max_length=500)
     summary: str | None = Field(default=None, max_length=8000)
     scope: str | None = Field(default=None, max_length=500)

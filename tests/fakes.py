@@ -17,8 +17,9 @@ class Crash(BaseException):
 class FakeOutbound:
     """Records every applied ask; `script` scripts what each next send does.
 
-    Script entries: "ok", "transient" (fails before applying), "permanent",
-    "apply_then_crash" (the ask is applied, then the worker dies before recording it).
+    Script entries: "ok", "transient" (fails before applying), "permanent", "boom" (an
+    unexpected error before applying), "apply_then_crash" (the ask is applied, then the worker
+    dies before recording it), "apply_then_transient" (applied, then an error is raised).
     """
 
     name: str = "fake"
@@ -34,9 +35,13 @@ class FakeOutbound:
             raise TransientError("scripted transient fault")
         if step == "permanent":
             raise PermanentError("channel_not_found")
+        if step == "boom":
+            raise RuntimeError("scripted bug")
         self.applied.append(ask)
         if step == "apply_then_crash":
             raise Crash
+        if step == "apply_then_transient":
+            raise TransientError("applied, then the connection reset")
         channel_id, created = channel_for(ask)
         return SendResult(
             channel_id=channel_id, message_id=f"m-{len(self.applied)}", room_created=created

@@ -198,16 +198,11 @@ class Stages:
 
     def send(self, env: ReservedEnvelope) -> str:
         """Send the ask exactly once; returns the op's final (or current) state."""
-        decision, verdict, op_id = env.decision, env.verdict, env.tracking_id
+        decision, op_id = env.decision, env.tracking_id
         for _ in range(2):
-            ask = self._ask(env, verdict)
             token = self.new_token()
             start = self.ledger.begin_send(
-                op_id,
-                tracking_id=env.tracking_id,
-                idempotency_id=ask.idempotency_id,
-                token=token,
-                lease_ms=self.lease_ms,
+                op_id, tracking_id=env.tracking_id, token=token, lease_ms=self.lease_ms
             )
             if start.verb == "done":
                 return start.info
@@ -224,8 +219,27 @@ class Stages:
                     self._refuse(env.tracking_id, env.seat_id, decision, verdict)
                     return "refused"
                 continue
-            reserved_at = int(start.info)
-            found = self.outbound.reconcile(ask) if start.verb == "reconcile" else None
+            # The op's attempt names the ask, not the message's: the message may predate a
+            # re-reservation, and a retry under a stale id would reconcile for the wrong ask.
+            attempt = start.attempt or env.verdict.attempt
+            verdict = env.verdict.model_copy(update={"attempt": attempt})
+            return self._deliver(
+                env, verdict, token, int(start.info), reconcile=start.verb == "reconcile"
+            )
+        raise TransientError(f"reservation for {op_id} keeps expiring before the send")
+
+    def _deliver(
+        self,
+        env: ReservedEnvelope,
+        verdict: GuardrailVerdict,
+        token: str,
+        reserved_at: int,
+        *,
+        reconcile: bool,
+    ) -> str:
+        ask = self._ask(env, verdict)
+        try:
+            found = self.outbound.reconcile(ask) if reconcile else None
             if found is not None:
                 return self._engaged(env, verdict, ask, found, token, reserved_at)
             try:
@@ -233,7 +247,7 @@ class Stages:
             except PermanentError as exc:
                 row = _row(
                     env.seat_id,
-                    decision,
+                    env.decision,
                     verdict,
                     env.tracking_id,
                     outcome="send_failed",
@@ -243,7 +257,7 @@ class Stages:
                     ask=ask,
                 )
                 self.ledger.finish(
-                    op_id,
+                    env.tracking_id,
                     outcome="send_failed",
                     row=row,
                     token=token,
@@ -251,11 +265,14 @@ class Stages:
                     now_ms=self.clock_ms(),
                 )
                 return "send_failed"
-            except (TransientError, OSError):
-                self.ledger.abandon(op_id, token)
-                raise
             return self._engaged(env, verdict, ask, result, token, reserved_at)
-        raise TransientError(f"reservation for {op_id} keeps expiring before the send")
+        except Exception as exc:
+            # After the intent, any failure may have left the ask out or not: mark the op
+            # `unknown` so the next try reconciles before it posts anything.
+            self.ledger.abandon(env.tracking_id, token)
+            if isinstance(exc, TransientError):
+                raise
+            raise TransientError(f"send of {ask.idempotency_id} interrupted: {exc!r}") from exc
 
     def _engaged(
         self,
@@ -286,6 +303,7 @@ class Stages:
             now_ms=self.clock_ms(),
             message_id=result.message_id,
             channel_id=result.channel_id,
+            idempotency_id=ask.idempotency_id,
         )
         return "engaged" if verb in ("ok", "done") else verb
 

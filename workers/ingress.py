@@ -7,6 +7,7 @@ Redis or the broker unreachable is a 503 with Retry-After, never a 2xx.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -206,7 +207,21 @@ def create_ingress(
                 ),
             )
         try:
-            status, body = await run_in_threadpool(journal_and_enqueue, known.member_id, report)
+            # A budget, so a broker that stalls (rather than refuses) still gets a quick 503
+            # and the sender retries; the journal makes that retry a no-op if this one lands.
+            status, body = await asyncio.wait_for(
+                run_in_threadpool(journal_and_enqueue, known.member_id, report),
+                timeout=settings.ingress_budget_s,
+            )
+        except TimeoutError:
+            return count(
+                route,
+                _problem(
+                    503,
+                    "unavailable",
+                    f"journal and enqueue did not finish within {settings.ingress_budget_s} s",
+                ),
+            )
         except UNAVAILABLE as exc:
             return count(
                 route, _problem(503, "unavailable", f"cannot journal or enqueue right now: {exc}")

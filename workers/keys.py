@@ -9,6 +9,7 @@ from __future__ import annotations
 PREFIX = "sw:"
 
 JOURNAL_OPEN = f"{PREFIX}j:open"  # zset trackingId -> deadline ms, every non-final entry
+JOURNAL_FAILED = f"{PREFIX}j:failed"  # zset trackingId -> ms, entries a stage gave up on
 LEDGER_SEATS = f"{PREFIX}ledger:seats"  # set of seat ids that have a ledger stream
 PENDING = f"{PREFIX}g:pending"  # zset opId -> reservation expiry ms
 OP_PREFIX = f"{PREFIX}g:op:"

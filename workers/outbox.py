@@ -67,18 +67,26 @@ class FileOutbox:
             },
             ensure_ascii=False,
         )
+        data = (line + "\n").encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise TransientError(f"cannot open outbox {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            start = _repair_torn_tail(fd)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                os.write(fd, (line + "\n").encode())
+                _write_all(fd, data)
                 if self.fsync:
                     os.fsync(fd)
-            finally:
-                os.close(fd)  # closing releases the lock
-        except OSError as exc:
-            raise TransientError(f"cannot append to outbox {self.path}: {exc}") from exc
+            except OSError as exc:
+                # Never leave half a line: the next append would be glued onto it and both
+                # asks would be unreadable to reconciliation.
+                os.ftruncate(fd, start)
+                raise TransientError(f"cannot append to outbox {self.path}: {exc}") from exc
+        finally:
+            os.close(fd)  # closing releases the lock
         return result
 
     def reconcile(self, ask: OutboundAsk) -> SendResult | None:
@@ -91,6 +99,35 @@ class FileOutbox:
                     room_created=bool(record.get("roomCreated")),
                 )
         return None
+
+
+def _repair_torn_tail(fd: int) -> int:
+    """Cut a line a crashed writer left unfinished (it was never readable, so never sent);
+    returns the offset the next line starts at. Called under the exclusive lock."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    chunk = 4096
+    end = size
+    while end > 0:
+        begin = max(0, end - chunk)
+        newline = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if newline >= 0:
+            keep = begin + newline + 1
+            os.ftruncate(fd, keep)
+            return keep
+        end = begin
+    os.ftruncate(fd, 0)
+    return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError("short write to the outbox")
+        view = view[written:]
 
 
 def read_outbox(path: Path) -> list[dict[str, object]]:

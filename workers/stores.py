@@ -20,6 +20,8 @@ from workers import keys
 from workers.errors import PermanentError
 
 FINAL_STATES = frozenset({"engaged", "nobody", "refused", "send_failed", "send_blocked"})
+RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
+LEDGER_STREAM_CAP = 100_000  # rows kept per seat stream (approximate trimming)
 
 
 def _script(client: redis.Redis, name: str) -> Any:
@@ -42,9 +44,12 @@ class Accepted:
 class Journal:
     """Every accepted event, from `accepted` to a final state, so nothing is dropped unseen."""
 
-    def __init__(self, client: redis.Redis, *, deadline_ms: int = 300_000) -> None:
+    def __init__(
+        self, client: redis.Redis, *, deadline_ms: int = 300_000, retention_ms: int = RETENTION_MS
+    ) -> None:
         self.r = client
         self.deadline_ms = deadline_ms
+        self.retention_ms = retention_ms
         self._accept = _script(client, "journal_accept")
         self._decide = _script(client, "decision_record")
 
@@ -79,13 +84,26 @@ class Journal:
     def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
         self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)
 
-    def fail(self, tracking_id: str, *, stage: str, error: str) -> None:
-        """A stage gave up on this entry: record where and why (the operator's to replay)."""
-        self.r.hset(
+    def fail(self, tracking_id: str, *, stage: str, error: str, now_ms: int) -> None:
+        """A stage gave up on this entry: record where and why, and keep it findable in the
+        failed index (the operator's to inspect and replay), never just out of the open one."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(
             keys.journal(tracking_id),
-            mapping={"state": "failed", "failedStage": stage, "error": error[:2000]},
+            mapping={
+                "state": "failed",
+                "failedStage": stage,
+                "error": error[:2000],
+                "updatedAtMs": now_ms,
+            },
         )
-        self.r.zrem(keys.JOURNAL_OPEN, tracking_id)
+        pipe.zadd(keys.JOURNAL_FAILED, {tracking_id: now_ms})
+        pipe.zrem(keys.JOURNAL_OPEN, tracking_id)
+        pipe.execute()
+
+    def failed(self, limit: int = 100) -> list[str]:
+        """Tracking ids a stage gave up on, newest first."""
+        return [_s(t) for t in self.r.zrevrange(keys.JOURNAL_FAILED, 0, limit - 1)]
 
     def get(self, tracking_id: str) -> dict[str, Any] | None:
         raw = self.r.hgetall(keys.journal(tracking_id))
@@ -123,6 +141,8 @@ class Journal:
                     now_ms,
                     seat_id,
                     tracking_id,
+                    self.retention_ms,
+                    LEDGER_STREAM_CAP,
                 ],
             )
         except redis.ResponseError as exc:
@@ -136,6 +156,7 @@ class Journal:
 class SendStart:
     verb: str  # go | reconcile | busy | expired | done | missing
     info: str
+    attempt: int | None = None  # the op's own attempt: the ask is built from it
 
 
 class Ledger:
@@ -147,7 +168,7 @@ class Ledger:
         *,
         limits: Limits,
         reservation_ttl_ms: int = 1_800_000,
-        retention_ms: int = 30 * 86_400_000,
+        retention_ms: int = RETENTION_MS,
     ) -> None:
         self.r = client
         self.limits = limits
@@ -284,16 +305,17 @@ class Ledger:
         op_id: str,
         *,
         tracking_id: str,
-        idempotency_id: str,
         token: str,
         lease_ms: int,
         now_ms: int | None = None,
     ) -> SendStart:
-        verb, info = self._begin(
+        """Record the intent to send (under a lease) before anything goes on the wire."""
+        verb, info, attempt = self._begin(
             keys=[keys.op(op_id), keys.PENDING, keys.journal(tracking_id)],
-            args=["" if now_ms is None else now_ms, token, lease_ms, idempotency_id, op_id],
+            args=["" if now_ms is None else now_ms, token, lease_ms, op_id],
         )
-        return SendStart(_s(verb), _s(info))
+        stored = _s(attempt)
+        return SendStart(_s(verb), _s(info), int(stored) if stored else None)
 
     def finish(
         self,
@@ -306,6 +328,7 @@ class Ledger:
         now_ms: int,
         message_id: str = "",
         channel_id: str = "",
+        idempotency_id: str = "",
     ) -> str:
         """Record the final outcome once. Returns ok, done (already final) or stale."""
         verb, _state = self._finish(
@@ -326,6 +349,9 @@ class Ledger:
                 op_id,
                 message_id,
                 channel_id,
+                idempotency_id or row.idempotency_id or "",
+                self.retention_ms,
+                LEDGER_STREAM_CAP,
             ],
         )
         return _s(verb)

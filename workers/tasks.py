@@ -32,7 +32,9 @@ def _on_failure(stage: str, message: Any, exc: BaseException) -> None:
     log.error("stage %s failed for %s: %s", stage, tracking_id, exc)
     if tracking_id:
         try:
-            bootstrap.current().journal.fail(str(tracking_id), stage=stage, error=repr(exc))
+            bootstrap.current().journal.fail(
+                str(tracking_id), stage=stage, error=repr(exc), now_ms=bootstrap.now_ms()
+            )
         except Exception:  # the journal itself is unreachable; the sweeper will find it
             log.exception("could not record the failure of %s", tracking_id)
 

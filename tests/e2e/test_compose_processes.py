@@ -7,127 +7,33 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 import redis
 import yaml
 
 from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import ReservedEnvelope
+from tests.e2e.cluster import TOKEN, Cluster, compose_commands, start_cluster, wait_final
 from workers import bootstrap
 from workers.celery_app import Task, create_app, publish
 from workers.demo import SCENARIO, _check, _steps
-from workers.embedded import free_port
 from workers.outbox import read_outbox
 from workers.settings import REPO_ROOT, Settings
 
 pytestmark = pytest.mark.e2e
-TOKEN = "e2e-token"
-SEATWIRE = str(Path(sys.executable).parent / "seatwire")
-FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"}
-
-
-def compose_commands() -> dict[str, list[str]]:
-    """The command of every Seatwire service in compose.yaml."""
-    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
-    return {
-        name: svc["command"]
-        for name, svc in spec["services"].items()
-        if svc.get("command") and svc["command"][0] == "seatwire"
-    }
-
-
-@dataclass
-class Cluster:
-    base: str
-    env: dict[str, str]
-    outbox: Path
-    procs: list[subprocess.Popen[bytes]]
-    logs: list[Path]
-
-    def http(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.base, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}
-        )
-
-
-def _wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                raise RuntimeError(f"{p.args} exited with {p.returncode}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError("the ingress never became ready")
 
 
 @pytest.fixture
 def cluster(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    port = free_port()
-    outbox = tmp_path / "outbox.jsonl"
-    env = {
-        **os.environ,
-        "SEATWIRE_REDIS_URL": redis_url,
-        "SEATWIRE_API_TOKEN": TOKEN,
-        "SEATWIRE_ORG_FILE": str(REPO_ROOT / "examples" / "org.yaml"),
-        "SEATWIRE_OUTBOX_PATH": str(outbox),
-        "SEATWIRE_OUTBOX_FSYNC": "false",
-    }
-    procs, logs = [], []
-    for name, command in compose_commands().items():
-        args = [SEATWIRE if a == "seatwire" else a for a in command]
-        if name == "ingress":
-            args = [
-                str(port) if prev == "--port" else ("127.0.0.1" if prev == "--host" else a)
-                for prev, a in zip(["", *args[:-1]], args, strict=True)
-            ]
-        log = tmp_path / f"{name}.log"
-        logs.append(log)
-        with log.open("wb") as fh:
-            procs.append(
-                subprocess.Popen(
-                    args, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base, procs)
-        yield Cluster(base=base, env=env, outbox=outbox, procs=procs, logs=logs)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
-
-def _wait_final(http: httpx.Client, tracking_id: str, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body: dict[str, Any] = http.get(f"/v1/work/{tracking_id}").json()
-        if body["state"] in FINAL:
-            return body
-        time.sleep(0.05)
-    raise TimeoutError(f"{tracking_id} never reached a final state")
+    """compose.yaml's ingress and stage workers, as processes, on a flushed test Redis."""
+    with start_cluster(compose_commands(), redis_url, tmp_path) as c:
+        yield c
 
 
 def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
@@ -182,7 +88,7 @@ def test_scenario_end_to_end(cluster: Cluster) -> None:
             resp = http.post(f"/v1/seats/{step['seat']}/work", json=step["report"])
             assert resp.status_code == 202, resp.text
             posted = resp.json()
-            final = _wait_final(http, posted["trackingId"])
+            final = wait_final(http, posted["trackingId"])
             assert _check(step.get("expect", {}), posted, final), (step["name"], final)
             if posted["status"] == "accepted":
                 tracking_ids.append(posted["trackingId"])
@@ -255,7 +161,7 @@ def test_send_task_delivered_twice_writes_one_line(
     for t in threads:
         t.join()
     with cluster.http() as http:
-        assert _wait_final(http, tracking)["state"] == "engaged"
+        assert wait_final(http, tracking)["state"] == "engaged"
         publish(app, Task.SEND, tracking, message.to_wire())
         time.sleep(1.0)  # give the redelivery time to run (it must be a no-op)
         rows = http.get("/v1/ledger", params={"workId": "twice"}).json()["rows"]
@@ -292,7 +198,8 @@ def test_a_stage_that_gives_up_writes_it_down(
     )
     publish(app, Task.ENGAGEMENT, tracking, envelope.to_wire())
     with cluster.http() as http:
-        final = _wait_final(http, tracking)
+        final = wait_final(http, tracking)
     assert final["state"] == "failed"
     assert final["failedStage"] == "engagement"
     assert "ghost" in (final["error"] or "")
+    assert tracking in container.journal.failed()

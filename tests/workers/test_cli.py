@@ -99,6 +99,9 @@ def test_bad_org_file_names_the_field(tmp_path: Path):
     bad.write_text("members: [{id: ava}]\nchanels: []\n")
     with pytest.raises(ConfigError, match="chanels"):
         load_org(bad)
+    bad.write_text("members: [{id: ava, onws: [billing]}]\n")
+    with pytest.raises(ConfigError, match=r"members\.0\.onws"):
+        load_org(bad)
 
 
 def test_visibility_timeout_must_exceed_task_and_retry_time():

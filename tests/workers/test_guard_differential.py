@@ -528,7 +528,6 @@ class GuardMachine(RuleBasedStateMachine):
         start = self.ledger.begin_send(
             op_id,
             tracking_id=f"t-{op_id}",
-            idempotency_id=f"i-{op_id}",
             token=token,
             lease_ms=LEASE,
             now_ms=self.now,

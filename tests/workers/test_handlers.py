@@ -95,6 +95,7 @@ def test_engaged_ask_flows_through_and_is_recorded(stages: Stages, outbound: Fak
     assert row.outcome == "engaged" and row.engaged and row.attempt == 1
     assert row.idempotency_id == f"engage-{reserved.decision.dedupe_key}-1"
     assert stages.journal.get("t-1")["state"] == "engaged"
+    assert stages.journal.r.pttl("sw:j:t-1") > 0
 
 
 def test_nobody_is_written_down_with_its_reason(stages: Stages, outbound: FakeOutbound):
@@ -106,6 +107,7 @@ def test_nobody_is_written_down_with_its_reason(stages: Stages, outbound: FakeOu
     assert any("considered and not messaged" in w for w in row.why)
     assert stages.journal.get("t-1")["state"] == "nobody"
     assert outbound.applied == []
+    assert stages.journal.r.pttl("sw:j:t-1") > 0  # a final entry is kept for a while, not forever
 
 
 def test_redelivered_engagement_reuses_the_first_decision(stages: Stages):
@@ -218,3 +220,60 @@ def test_unreadable_org_keeps_the_last_good_one_and_says_so(
     assert decided is not None
     assert decided.decision.targets[0].member_id == "ben"
     assert any(d.startswith("directory_read_failed") for d in decided.decision.degraded)
+
+
+def test_retry_after_a_re_reservation_reconciles_the_ask_actually_sent(
+    stages: Stages, outbound: FakeOutbound
+):
+    """The message says attempt 3 but the lapsed reservation was re-made as attempt 2 and
+    applied before a fault: the retry reconciles attempt 2 and sends nothing more."""
+    from contracts import Limits
+
+    stages.ledger.limits = Limits(reengage_after_ms=0, max_attempts_per_ask=10)
+    first = _through_guardrails(stages, BLOCKED, tracking="t-a")
+    assert stages.send(first) == "engaged"  # attempt 1
+    second = _through_guardrails(stages, {**BLOCKED, "revision": 2}, tracking="t-c")
+    third = _through_guardrails(stages, {**BLOCKED, "revision": 3}, tracking="t-b")
+    assert (second.verdict.attempt, third.verdict.attempt) == (2, 3)
+    outbound.script = ["permanent"]
+    assert stages.send(second) == "send_failed"  # releases its place under the key
+    stages.ledger.r.hset("sw:g:op:t-b", "expiresAtMs", 1)  # the third's reservation lapses
+    outbound.script = ["apply_then_transient"]
+    with pytest.raises(TransientError):
+        stages.send(third)  # re-reserved as attempt 2, applied, then the fault
+    assert stages.send(third) == "engaged"  # the same (stale) message, redelivered
+    key = first.decision.dedupe_key
+    assert [a.idempotency_id for a in outbound.applied] == [f"engage-{key}-1", f"engage-{key}-2"]
+    assert stages.ledger.op_state("t-b")["idempotencyId"] == f"engage-{key}-2"
+
+
+def test_unexpected_error_after_the_intent_is_retried_through_reconciliation(
+    stages: Stages, outbound: FakeOutbound
+):
+    """A bug-shaped error after the intent leaves the op `unknown` (never stuck in `sending`)
+    and the retry reconciles, then sends once."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["boom"]
+    with pytest.raises(TransientError, match="scripted bug"):
+        stages.send(reserved)
+    assert stages.ledger.op_state("t-1")["state"] == "unknown"
+    assert stages.send(reserved) == "engaged"
+    assert outbound.reconciles == 1 and len(outbound.applied) == 1
+
+
+def test_second_revision_decided_before_the_first_is_reserved_is_refused_at_guardrails(
+    stages: Stages, outbound: FakeOutbound
+):
+    """Both revisions pass the engagement stage's read; the atomic check lets the first
+    through and refuses the second as already_engaged, written down as a row."""
+    first = stages.engagement(_post(stages, BLOCKED, "t-1"))
+    second = stages.engagement(_post(stages, {**BLOCKED, "revision": 2}, "t-2"))
+    assert first is not None and second is not None
+    reserved = stages.guardrails(first)
+    assert reserved is not None
+    assert stages.guardrails(second) is None
+    stages.send(reserved)
+    rows = {r.tracking_id: r for r in stages.ledger.read()}
+    assert rows["t-2"].outcome == "already_engaged" and not rows["t-2"].engaged
+    assert stages.journal.get("t-2")["state"] == "refused"
+    assert len(outbound.applied) == 1

@@ -117,6 +117,7 @@ def test_revision_reused_with_other_content_is_a_conflict(
             "invalid_work_report",
         ),
         ("/v1/seats/scout/work", {"title": "no id"}, AUTH, 422, "invalid_work_report"),
+        ("/v1/seats/scout/work", {**BLOCKED, "id": "   "}, AUTH, 422, "invalid_work_report"),
         ("/v1/seats/scout/work", {**BLOCKED, "seatId": "tally"}, AUTH, 422, "invalid_work_report"),
         (
             "/v1/seats/scout/work",
@@ -252,3 +253,26 @@ def test_ledger_and_work_need_the_token(client: TestClient):
     assert client.get("/v1/work/wr-x").status_code == 401
     assert client.get("/v1/work/wr-x", headers=AUTH).status_code == 404
     assert client.get("/v1/ledger?seat=ghost", headers=AUTH).status_code == 404
+
+
+def test_over_budget_is_503_and_the_retry_lands_once(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Any
+):
+    """Journal-and-enqueue that overruns the ingress budget answers 503 (never a late 2xx);
+    the sender's retry is then accepted or recognised, and one task is queued."""
+    slow = _settings(redis_url, outbox_path=tmp_path / "o.jsonl", ingress_budget_s=1e-6)
+    app = create_app(slow, register=False)
+    with TestClient(create_ingress(bootstrap.build_container(slow, app=app), app)) as c:
+        resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+        assert resp.status_code == 503 and "did not finish" in resp.json()["message"]
+    normal = _settings(redis_url, outbox_path=tmp_path / "o.jsonl")
+    app = create_app(normal, register=False)
+    with TestClient(create_ingress(bootstrap.build_container(normal, app=app), app)) as c:
+        deadline = time.monotonic() + 5
+        while True:  # the overrun attempt may still be finishing in its thread
+            retry = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+            if retry.status_code == 202 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert retry.status_code == 202
+    assert _queued(redis_client) == 1

@@ -58,7 +58,6 @@ def begin(lg: Ledger, op_id: str, *, token: str, now: int) -> tuple[str, str]:
     start = lg.begin_send(
         op_id,
         tracking_id=f"t-{op_id}",
-        idempotency_id=f"engage-{op_id}",
         token=token,
         lease_ms=LEASE,
         now_ms=now,
@@ -282,7 +281,7 @@ def test_begin_send_go_then_busy_under_a_live_lease_then_reconcile_after_it(
     op = lg.op_state("op1")
     assert op["state"] == "sending" and op["token"] == "A"
     assert int(op["leaseUntilMs"]) == NOW + 10 + LEASE
-    assert op["idempotencyId"] == "engage-op1"
+    assert op["attempt"] == "1"  # the ask's idempotency id is built from the op's attempt
     assert redis_client.zscore(keys.PENDING, "op1") is None  # a send in flight never expires
 
     assert begin(lg, "op1", token="B", now=NOW + 10 + LEASE - 1) == ("busy", str(NOW + 10 + LEASE))
@@ -597,3 +596,14 @@ def test_read_returns_rows_newest_first_filtered_by_seat_and_work(
     assert lg.read(seat_ids=["nobody"]) == []
     assert all(r.outcome == "engaged" and r.engaged for r in lg.read())
     assert json.loads(redis_client.hget(keys.op("a1"), "targets")) == ["p-a1"]
+
+
+def test_begin_send_replayed_with_its_own_token_answers_go_again(
+    redis_client: redis.Redis,
+) -> None:
+    """redis-py re-sending a begin_send whose reply was lost gets `go`, not `busy`."""
+    lg = ledger(redis_client)
+    assert reserve(lg, "op1", decision()).allowed
+    assert begin(lg, "op1", token="A", now=NOW + 10) == ("go", str(NOW))
+    assert begin(lg, "op1", token="A", now=NOW + 11) == ("go", str(NOW))
+    assert begin(lg, "op1", token="B", now=NOW + 12)[0] == "busy"

@@ -46,7 +46,6 @@ def test_tally_subtracts_expired_reservations_and_matches_rows(redis_client: red
                 ledger.begin_send(
                     op_id,
                     tracking_id=op_id,
-                    idempotency_id=op_id,
                     token="t",
                     lease_ms=1000,
                     now_ms=at,

@@ -3,7 +3,8 @@
 -- KEYS: 1 op hash, 2 journal entry, 3 journal open index, 4 seat ledger stream, 5 seats set.
 -- ARGV: 1 outcome (engaged|send_failed|send_blocked|refused), 2 ledger row JSON,
 --       3 fencing token ('' = no check), 4 nowMs, 5 trackingId, 6 seatId, 7 opId,
---       8 messageId, 9 channelId.
+--       8 messageId, 9 channelId, 10 idempotencyId, 11 retention ms of a final journal entry,
+--       12 ledger stream cap.
 -- Returns {'ok'|'done'|'stale', state}.
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'engaged' or state == 'send_failed' or state == 'send_blocked' then
@@ -24,13 +25,14 @@ if ARGV[1] == 'send_failed' or ARGV[1] == 'send_blocked' then
   end
 end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'finalAtMs', ARGV[4], 'messageId', ARGV[8],
-  'channelId', ARGV[9])
+  'channelId', ARGV[9], 'idempotencyId', ARGV[10])
 if redis.call('HSETNX', KEYS[1], 'logged', '1') == 1 then
-  redis.call('XADD', KEYS[4], '*', 'row', ARGV[2])
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'row', ARGV[2])
   redis.call('SADD', KEYS[5], ARGV[6])
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'state', ARGV[1], 'finalAtMs', ARGV[4], 'updatedAtMs', ARGV[4])
   redis.call('ZREM', KEYS[3], ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], ARGV[11])
 end
 return {'ok', ARGV[1]}

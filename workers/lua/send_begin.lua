@@ -1,41 +1,48 @@
 -- Move an ask from `reserved` to `sending`, recording the intent BEFORE the wire call.
 -- KEYS: 1 op hash, 2 pending zset, 3 journal entry.
--- ARGV: 1 nowMs ('' = Redis TIME), 2 fencing token, 3 lease ms, 4 idempotency id, 5 opId.
--- Returns {verb, atMs|state}: go | reconcile (a previous try may have sent) | busy (another
--- worker holds a live lease) | expired (re-check the guardrails) | done (final) | missing.
+-- ARGV: 1 nowMs ('' = Redis TIME), 2 fencing token, 3 lease ms, 4 opId.
+-- Returns {verb, atMs|state, attempt}: go | reconcile (a previous try may have sent) | busy
+-- (another worker holds a live lease) | expired (re-check the guardrails) | done (final) |
+-- missing. `attempt` is the op's own: the ask's idempotency id is built from it, never from
+-- the message, which may predate a re-reservation.
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local state = redis.call('HGET', KEYS[1], 'state')
-if not state then return {'missing', ''} end
+if not state then return {'missing', '', ''} end
+local attempt = redis.call('HGET', KEYS[1], 'attempt') or ''
 if state == 'reserved' then
   if tonumber(redis.call('HGET', KEYS[1], 'expiresAtMs')) <= now then
     local idx = redis.call('HGET', KEYS[1], 'indexes')
     if idx then
-      for _, k in ipairs(cjson.decode(idx)) do redis.call('ZREM', k, ARGV[5]) end
+      for _, k in ipairs(cjson.decode(idx)) do redis.call('ZREM', k, ARGV[4]) end
     end
     redis.call('HSET', KEYS[1], 'state', 'expired')
-    redis.call('ZREM', KEYS[2], ARGV[5])
-    return {'expired', ''}
+    redis.call('ZREM', KEYS[2], ARGV[4])
+    return {'expired', '', attempt}
   end
   redis.call('HSET', KEYS[1], 'state', 'sending', 'token', ARGV[2], 'leaseUntilMs',
-    now + tonumber(ARGV[3]), 'idempotencyId', ARGV[4], 'sendingAtMs', now)
-  redis.call('ZREM', KEYS[2], ARGV[5])
+    now + tonumber(ARGV[3]), 'sendingAtMs', now)
+  redis.call('ZREM', KEYS[2], ARGV[4])
   if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('HSET', KEYS[3], 'state', 'sending', 'updatedAtMs', now)
   end
-  return {'go', redis.call('HGET', KEYS[1], 'atMs')}
+  return {'go', redis.call('HGET', KEYS[1], 'atMs'), attempt}
 end
 if state == 'sending' or state == 'unknown' then
+  -- The same token again is this very call re-sent after a lost reply: answer it the same.
+  if state == 'sending' and redis.call('HGET', KEYS[1], 'token') == ARGV[2] then
+    return {'go', redis.call('HGET', KEYS[1], 'atMs'), attempt}
+  end
   local lease = tonumber(redis.call('HGET', KEYS[1], 'leaseUntilMs') or '0')
-  if state == 'sending' and lease > now then return {'busy', tostring(lease)} end
+  if state == 'sending' and lease > now then return {'busy', tostring(lease), attempt} end
   -- The reconciling try is a send in flight again: under its lease, so that a concurrent
   -- try is `busy` (not a second reconcile that may post twice), and abandonable again.
   redis.call('HSET', KEYS[1], 'state', 'sending', 'token', ARGV[2], 'leaseUntilMs',
     now + tonumber(ARGV[3]))
-  return {'reconcile', redis.call('HGET', KEYS[1], 'atMs')}
+  return {'reconcile', redis.call('HGET', KEYS[1], 'atMs'), attempt}
 end
-if state == 'expired' then return {'expired', ''} end
-return {'done', state}
+if state == 'expired' then return {'expired', '', attempt} end
+return {'done', state, attempt}

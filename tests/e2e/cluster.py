@@ -1,0 +1,121 @@
+"""Seatwire's processes started for an end-to-end test, as compose.yaml runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from workers.embedded import free_port
+from workers.settings import REPO_ROOT
+
+TOKEN = "e2e-token"
+SEATWIRE = str(Path(sys.executable).parent / "seatwire")
+FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"}
+
+
+def compose_commands() -> dict[str, list[str]]:
+    """The command of every Seatwire service in compose.yaml."""
+    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    return {
+        name: svc["command"]
+        for name, svc in spec["services"].items()
+        if svc.get("command") and svc["command"][0] == "seatwire"
+    }
+
+
+@dataclass
+class Cluster:
+    base: str
+    env: dict[str, str]
+    outbox: Path
+    procs: list[subprocess.Popen[bytes]]
+    logs: list[Path]
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+
+
+def wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{p.args} exited with {p.returncode}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("the ingress never became ready")
+
+
+@contextmanager
+def start_cluster(
+    commands: dict[str, list[str]], redis_url: str, tmp_path: Path, **extra_env: str
+) -> Iterator[Cluster]:
+    """Start each command as a process (the ingress on a free local port) and wait for it."""
+    port = free_port()
+    outbox = tmp_path / "outbox.jsonl"
+    env = {
+        **os.environ,
+        "SEATWIRE_REDIS_URL": redis_url,
+        "SEATWIRE_API_TOKEN": TOKEN,
+        "SEATWIRE_ORG_FILE": str(REPO_ROOT / "examples" / "org.yaml"),
+        "SEATWIRE_OUTBOX_PATH": str(outbox),
+        "SEATWIRE_OUTBOX_FSYNC": "false",
+        **extra_env,
+    }
+    procs, logs = [], []
+    for name, command in commands.items():
+        args = [SEATWIRE if a == "seatwire" else a for a in command]
+        if name == "ingress":
+            args = [
+                str(port) if prev == "--port" else ("127.0.0.1" if prev == "--host" else a)
+                for prev, a in zip(["", *args[:-1]], args, strict=True)
+            ]
+        log = tmp_path / f"{name}.log"
+        logs.append(log)
+        with log.open("wb") as fh:
+            procs.append(
+                subprocess.Popen(
+                    args, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, procs)
+        yield Cluster(base=base, env=env, outbox=outbox, procs=procs, logs=logs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def wait_final(http: httpx.Client, tracking_id: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body: dict[str, Any] = http.get(f"/v1/work/{tracking_id}").json()
+        if body["state"] in FINAL:
+            return body
+        time.sleep(0.05)
+    raise TimeoutError(f"{tracking_id} never reached a final state")
