@@ -23,13 +23,11 @@ from celery import Celery
 
 from workers.bootstrap import redis_client
 from workers.celery_app import (
-    RETRY_BACKOFF_MAX_S,
-    STAGE_MAX_RETRIES,
     WORKER_PUBLISH_RETRY,
     create_app,
 )
 from workers.settings import Settings
-from workers.tasks import RETRYABLE, StageTask
+from workers.tasks import STAGE_TASK_OPTIONS
 
 QUEUES = ("bench.noop1", "bench.noop2", "bench.noop3")
 TASKS = QUEUES  # one task per queue, named like its queue
@@ -72,16 +70,7 @@ def publish(
     )
 
 
-_options: dict[str, Any] = {
-    "base": StageTask,
-    "bind": True,
-    "acks_late": True,
-    "autoretry_for": RETRYABLE,
-    "retry_backoff": 2,
-    "retry_backoff_max": RETRY_BACKOFF_MAX_S,
-    "retry_jitter": True,
-    "max_retries": STAGE_MAX_RETRIES,
-}
+_options = STAGE_TASK_OPTIONS  # the stage tasks' own options, so the baseline cannot drift
 
 
 @app.task(name=TASKS[0], queue=QUEUES[0], **_options)

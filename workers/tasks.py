@@ -50,17 +50,21 @@ class StageTask(CeleryTask):  # type: ignore[misc]
         _on_failure(self.name.split(".", 1)[-1], args[0] if args else None, exc)
 
 
+# Every stage task's options: late ack, retry only what is transient, a bounded backoff.
+STAGE_TASK_OPTIONS: dict[str, Any] = {
+    "base": StageTask,
+    "bind": True,
+    "acks_late": True,
+    "autoretry_for": RETRYABLE,
+    "retry_backoff": 2,
+    "retry_backoff_max": RETRY_BACKOFF_MAX_S,
+    "retry_jitter": True,
+    "max_retries": STAGE_MAX_RETRIES,
+}
+
+
 def register_tasks(app: Celery) -> None:
-    options: dict[str, Any] = {
-        "base": StageTask,
-        "bind": True,
-        "acks_late": True,
-        "autoretry_for": RETRYABLE,
-        "retry_backoff": 2,
-        "retry_backoff_max": RETRY_BACKOFF_MAX_S,
-        "retry_jitter": True,
-        "max_retries": STAGE_MAX_RETRIES,
-    }
+    options = STAGE_TASK_OPTIONS
 
     @app.task(name=Task.ENGAGEMENT.value, queue=Queue.ENGAGEMENT.value, **options)
     def engagement(self: Any, message: dict[str, Any]) -> None:
