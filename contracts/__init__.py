@@ -2,14 +2,30 @@
 
 from contracts.engagement import EngagementDecision, GuardrailSummary, Mention, Target
 from contracts.guardrails import GuardrailVerdict, LedgerRow, Limits
+from contracts.inbound import (
+    BoardPart,
+    CalendarPart,
+    CallPart,
+    Candidate,
+    CandidateIds,
+    Directedness,
+    MessagePart,
+    SeatFacts,
+)
 from contracts.org import Channel, ChannelKind, LauncherSpec, Member, Org, Seat
 from contracts.work import Blocker, Commitment, Origin, Review, Risk, WorkReport
 
 __all__ = [
     "Blocker",
+    "BoardPart",
+    "CalendarPart",
+    "CallPart",
+    "Candidate",
+    "CandidateIds",
     "Channel",
     "ChannelKind",
     "Commitment",
+    "Directedness",
     "EngagementDecision",
     "GuardrailSummary",
     "GuardrailVerdict",
@@ -18,11 +34,13 @@ __all__ = [
     "Limits",
     "Member",
     "Mention",
+    "MessagePart",
     "Org",
     "Origin",
     "Review",
     "Risk",
     "Seat",
+    "SeatFacts",
     "Target",
     "WorkReport",
 ]

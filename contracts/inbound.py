@@ -1,0 +1,93 @@
+"""Inbound events, normalised: the `Candidate` every source becomes, the facts a seat is judged
+with, and the directedness verdict. Pure data.
+
+Provider payloads (Slack, GitHub) are parsed leniently by the normalisers; a `Candidate` posted
+directly to the API is strict, because a typo there would silently change who is addressed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from contracts._base import StrictWire, Wire
+
+Family = Literal["messaging", "calling", "board", "calendar"]
+
+
+class CandidateIds(StrictWire):
+    """Where the event happened. For a board event `channelId` is the repository or board."""
+
+    channel_id: str | None = None
+    message_id: str | None = None
+    thread_root_id: str | None = None
+    issue_id: str | None = None
+    call_id: str | None = None
+    event_id: str | None = None
+
+
+class MessagePart(StrictWire):
+    author_id: str | None = None
+    body: str = Field(default="", max_length=100_000)
+    mentions: tuple[str, ...] = ()
+    channel_kind: Literal["DM", "GROUP_DM", "PUBLIC", "PRIVATE"] | None = None
+    parent_author_id: str | None = None
+
+
+class BoardPart(StrictWire):
+    action: str = ""
+    actor_id: str | None = None
+    assignee_ids: tuple[str, ...] = ()
+    reviewer_ids: tuple[str, ...] = ()
+    owner_ids: tuple[str, ...] = ()
+    body: str = Field(default="", max_length=100_000)
+    mentions: tuple[str, ...] = ()
+
+
+class CallPart(StrictWire):
+    action: str = ""
+    caller_id: str | None = None
+    callee_ids: tuple[str, ...] = ()
+
+
+class CalendarPart(StrictWire):
+    action: Literal["invite", "update", "cancel"] | str = ""
+    organizer_id: str | None = None
+    attendee_ids: tuple[str, ...] = ()
+    starts_at_ms: int | None = None
+
+
+class Candidate(StrictWire):
+    """One inbound event from any source, in one shape, before any seat has been considered."""
+
+    family: Family
+    source: str = Field(min_length=1, max_length=100)
+    delivery_id: str = Field(min_length=1, max_length=200)
+    ids: CandidateIds = Field(default_factory=CandidateIds)
+    msg: MessagePart | None = None
+    board: BoardPart | None = None
+    call: CallPart | None = None
+    calendar: CalendarPart | None = None
+    at_ms: int = Field(ge=0)
+
+
+class SeatFacts(Wire):
+    """What is known about a seat's place in the conversation. `None` means not known, which
+    never blocks; an empty list means known to be none."""
+
+    visible_channel_ids: tuple[str, ...] | None = None
+    member_channel_ids: tuple[str, ...] | None = None
+    spoken_thread_ids: tuple[str, ...] = ()
+    named_thread_ids: tuple[str, ...] = ()
+    owned_item_ids: tuple[str, ...] = ()
+    visible_repo_ids: tuple[str, ...] | None = None
+
+
+class Directedness(Wire):
+    """Whether an event is spoken to this seat, on which surface, and why (or why not)."""
+
+    directed: bool
+    surface: str | None = None
+    reason: str
+    why: str
