@@ -9,8 +9,10 @@ from contracts.inbound import (
     Candidate,
     CandidateIds,
     Directedness,
+    InboxItem,
     MessagePart,
     SeatFacts,
+    UpdatesPage,
 )
 from contracts.org import Channel, ChannelKind, LauncherSpec, Member, Org, Seat
 from contracts.work import Blocker, Commitment, Origin, Review, Risk, WorkReport
@@ -29,6 +31,7 @@ __all__ = [
     "EngagementDecision",
     "GuardrailSummary",
     "GuardrailVerdict",
+    "InboxItem",
     "LauncherSpec",
     "LedgerRow",
     "Limits",
@@ -42,5 +45,6 @@ __all__ = [
     "Seat",
     "SeatFacts",
     "Target",
+    "UpdatesPage",
     "WorkReport",
 ]

@@ -91,3 +91,26 @@ class Directedness(Wire):
     surface: str | None = None
     reason: str
     why: str
+
+
+class InboxItem(Wire):
+    """A directed event in a seat's inbox, at its position."""
+
+    position: int = Field(ge=1)
+    delivery_id: str
+    family: Family
+    source: str
+    surface: str | None
+    reason: str
+    why: str
+    at_ms: int
+    candidate: Candidate
+
+
+class UpdatesPage(Wire):
+    """One read of the inbox: unacknowledged items oldest first, and where to acknowledge."""
+
+    items: tuple[InboxItem, ...]
+    position: int = Field(ge=0, description="acknowledge this once the items are handled")
+    acknowledged: int = Field(ge=0)
+    has_more: bool

@@ -17,6 +17,7 @@ from redis.retry import Retry
 
 from workers.errors import ConfigError
 from workers.handlers import Stages
+from workers.inbox import Inbox
 from workers.org import OrgSource
 from workers.outbox import FileOutbox, Outbound
 from workers.settings import Settings
@@ -53,6 +54,7 @@ class Container:
     org: OrgSource
     outbound: Outbound
     stages: Stages
+    inbox: Inbox
     app: Celery | None = None
 
 
@@ -84,6 +86,7 @@ def build_container(
         org=org,
         outbound=outbound,
         stages=stages,
+        inbox=Inbox(client),
         app=app,
     )
 

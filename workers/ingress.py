@@ -27,6 +27,7 @@ from contracts import WorkReport
 from contracts.messages import WorkEnvelope
 from workers.bootstrap import Container, now_ms
 from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+from workers.inbox import AckBeyondLast
 
 UNAVAILABLE = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
 
@@ -227,6 +228,52 @@ def create_ingress(
                 route, _problem(503, "unavailable", f"cannot journal or enqueue right now: {exc}")
             )
         return count(route, JSONResponse(body, status_code=status))
+
+    @api.get("/v1/seats/{seat}/updates")
+    async def get_updates(seat: str, request: Request) -> Response:
+        """A seat's unacknowledged inbox items, oldest first (at most 50 items or 64 KB); the
+        same items come back until `POST .../updates/ack` acknowledges their position."""
+        if not authorised(request):
+            return _problem(401, "unauthorized", "a valid bearer token is required")
+        known = container.org.current()[0].seat(seat)
+        if known is None:
+            return _problem(404, "unknown_seat", f"no seat {seat!r} in the org")
+        try:
+            page = await run_in_threadpool(container.inbox.updates, known.member_id)
+        except UNAVAILABLE as exc:
+            return _problem(503, "unavailable", str(exc))
+        return JSONResponse(page.to_wire())
+
+    @api.post("/v1/seats/{seat}/updates/ack")
+    async def ack_updates(seat: str, request: Request) -> Response:
+        """Acknowledge every inbox item up to `position`; answers with the next page."""
+        if not authorised(request):
+            return _problem(401, "unauthorized", "a valid bearer token is required")
+        known = container.org.current()[0].seat(seat)
+        if known is None:
+            return _problem(404, "unknown_seat", f"no seat {seat!r} in the org")
+        try:
+            raw = await _read_capped(request, 4096)
+            body = json.loads(raw)
+            position = body["position"] if isinstance(body, dict) else None
+        except (BodyTooLarge, json.JSONDecodeError, UnicodeDecodeError, KeyError):
+            position = None
+        if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+            return _problem(
+                422,
+                "invalid_ack",
+                'send {"position": N} with the integer position from your last read',
+                detail=[
+                    {"field": "position", "message": "a non-negative integer", "type": "int_type"}
+                ],
+            )
+        try:
+            page = await run_in_threadpool(container.inbox.ack, known.member_id, position)
+        except AckBeyondLast as exc:
+            return _problem(409, "ack_beyond_last", str(exc), last=exc.last)
+        except UNAVAILABLE as exc:
+            return _problem(503, "unavailable", str(exc))
+        return JSONResponse(page.to_wire())
 
     @api.get("/v1/work/{tracking_id}")
     async def get_work(tracking_id: str, request: Request) -> Response:

@@ -45,3 +45,18 @@ def by_seat(seat_id: str) -> str:
 
 def rooms_of(seat_id: str) -> str:
     return f"{PREFIX}g:rooms:{seat_id}"
+
+
+def inbox(seat_id: str) -> str:
+    """A seat's inbox: a stream whose entry ids are the items' positions (`{position}-0`)."""
+    return f"{PREFIX}inbox:{seat_id}"
+
+
+def inbox_meta(seat_id: str) -> str:
+    """A seat's inbox counters: `last` (highest position given) and `acked`."""
+    return f"{PREFIX}inbox:{seat_id}:meta"
+
+
+def inbox_seen(seat_id: str, delivery_id: str) -> str:
+    """Marks that one delivery already has its place in a seat's inbox (idempotent append)."""
+    return f"{PREFIX}inbox:{seat_id}:seen:{delivery_id}"

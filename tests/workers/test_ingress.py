@@ -276,3 +276,40 @@ def test_over_budget_is_503_and_the_retry_lands_once(
             time.sleep(0.05)
     assert retry.status_code == 202
     assert _queued(redis_client) == 1
+
+
+def test_updates_and_ack_over_http(client: TestClient, redis_client: redis.Redis):
+    """The inbox is read and acknowledged over HTTP; a bad or premature ack changes nothing."""
+    from contracts import Candidate, Directedness
+    from workers.inbox import Inbox
+
+    inbox = Inbox(redis_client)
+    for n in (1, 2):
+        inbox.append(
+            "scout",
+            Candidate.model_validate(
+                {
+                    "family": "messaging",
+                    "source": "slack",
+                    "deliveryId": f"d{n}",
+                    "msg": {"authorId": "U0ANN", "mentions": ["U0SCOUT"]},
+                    "atMs": n,
+                }
+            ),
+            Directedness(directed=True, surface="mention", reason="mention", why="w"),
+        )
+    page = client.get("/v1/seats/U0SCOUT/updates", headers=AUTH).json()
+    assert [i["deliveryId"] for i in page["items"]] == ["d1", "d2"]
+    assert (page["position"], page["hasMore"]) == (2, False)
+    assert (
+        client.post("/v1/seats/scout/updates/ack", json={"position": 3}, headers=AUTH).status_code
+        == 409
+    )
+    for bad in ({"position": -1}, {"position": "2"}, {"pos": 2}, [2]):
+        resp = client.post("/v1/seats/scout/updates/ack", json=bad, headers=AUTH)
+        assert resp.status_code == 422 and resp.json()["error"] == "invalid_ack"
+    assert client.get("/v1/seats/scout/updates", headers=AUTH).json() == page
+    done = client.post("/v1/seats/scout/updates/ack", json={"position": 2}, headers=AUTH)
+    assert done.status_code == 200 and done.json()["items"] == []
+    assert client.get("/v1/seats/ghost/updates", headers=AUTH).status_code == 404
+    assert client.get("/v1/seats/scout/updates").status_code == 401

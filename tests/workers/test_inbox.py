@@ -1,0 +1,96 @@
+"""A seat's inbox on a real Redis: positions, the same items until acknowledged, page limits,
+idempotent appends, and acknowledgements that cannot skip what was never delivered."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from contracts import Candidate, Directedness
+from workers import keys
+from workers.inbox import PAGE_BYTES, AckBeyondLast, Inbox
+
+VERDICT = Directedness(directed=True, surface="mention", reason="mention", why="mentioned")
+
+
+def candidate(n: int, body: str = "hi") -> Candidate:
+    return Candidate.model_validate(
+        {
+            "family": "messaging",
+            "source": "slack",
+            "deliveryId": f"d{n}",
+            "ids": {"channelId": "C1", "messageId": f"{n}.0"},
+            "msg": {"authorId": "U0ANN", "body": body, "mentions": ["U0SCOUT"]},
+            "atMs": n,
+        }
+    )
+
+
+@pytest.fixture
+def inbox(redis_client: redis.Redis) -> Inbox:
+    return Inbox(redis_client)
+
+
+def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Inbox):
+    """Three directed events are read oldest first, and re-read until acknowledged."""
+    for n in (1, 2, 3):
+        assert inbox.append("scout", candidate(n), VERDICT).position == n
+    page = inbox.updates("scout")
+    assert [i.delivery_id for i in page.items] == ["d1", "d2", "d3"]
+    assert (page.position, page.acknowledged, page.has_more) == (3, 0, False)
+    assert inbox.updates("scout") == page
+    assert page.items[0].candidate == candidate(1) and page.items[0].reason == "mention"
+
+
+def test_ack_drops_handled_items_and_returns_the_rest(inbox: Inbox, redis_client: redis.Redis):
+    """Acknowledging position 2 leaves item 3; a stale lower ack changes nothing."""
+    for n in (1, 2, 3):
+        inbox.append("scout", candidate(n), VERDICT)
+    page = inbox.ack("scout", 2)
+    assert [i.position for i in page.items] == [3] and page.acknowledged == 2
+    assert inbox.ack("scout", 1).acknowledged == 2
+    assert redis_client.xlen(keys.inbox("scout")) == 1
+    assert inbox.ack("scout", 3).items == ()
+
+
+def test_ack_beyond_the_last_position_is_refused(inbox: Inbox):
+    """An ack for a position never given is an error, not a silent success."""
+    inbox.append("scout", candidate(1), VERDICT)
+    with pytest.raises(AckBeyondLast) as err:
+        inbox.ack("scout", 2)
+    assert err.value.last == 1
+    assert inbox.updates("scout").acknowledged == 0
+    with pytest.raises(AckBeyondLast):
+        inbox.ack("tally", 1)  # an empty inbox has given nothing
+
+
+def test_the_same_delivery_is_placed_once(inbox: Inbox):
+    """Appending one delivery twice (a redelivered task) keeps one item at one position."""
+    first = inbox.append("scout", candidate(1), VERDICT)
+    again = inbox.append("scout", candidate(1), VERDICT)
+    assert (first.new, again.new, again.position) == (True, False, 1)
+    assert len(inbox.updates("scout").items) == 1
+    assert inbox.append("tally", candidate(1), VERDICT).position == 1  # per seat
+
+
+def test_page_holds_at_most_50_items(inbox: Inbox):
+    """Sixty items are read as 50, then 10, with has_more in between."""
+    for n in range(1, 61):
+        inbox.append("scout", candidate(n), VERDICT)
+    page = inbox.updates("scout")
+    assert len(page.items) == 50 and page.has_more and page.position == 50
+    rest = inbox.ack("scout", page.position)
+    assert len(rest.items) == 10 and not rest.has_more
+
+
+def test_page_holds_at_most_64_kib_but_always_one_item(inbox: Inbox):
+    """Large items fill a page up to 64 KB; an item larger than that still comes alone."""
+    for n in range(1, 5):
+        inbox.append("scout", candidate(n, body="x" * 20_000), VERDICT)
+    page = inbox.updates("scout")
+    assert len(page.items) == 3 and page.has_more
+    inbox.ack("scout", 4)
+    inbox.append("scout", candidate(9, body="y" * (PAGE_BYTES + 10)), VERDICT)
+    inbox.append("scout", candidate(10), VERDICT)
+    page = inbox.updates("scout")
+    assert [i.delivery_id for i in page.items] == ["d9"] and page.has_more
