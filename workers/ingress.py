@@ -23,7 +23,7 @@ from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from pydantic import ValidationError
 
-from contracts import WorkReport
+from contracts import Seat, WorkReport
 from contracts.messages import WorkEnvelope
 from workers.bootstrap import Container, now_ms
 from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
@@ -102,6 +102,18 @@ def create_ingress(
         scheme, _, given = header.partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
 
+    def unauthorised() -> JSONResponse:
+        return _problem(401, "unauthorized", "a valid bearer token is required")
+
+    def seat_of(ident: str) -> Seat | JSONResponse:
+        """The seat a path names (by member id or alias), or the 404 that says it is unknown."""
+        seat = container.org.current()[0].seat(ident)
+        return (
+            seat
+            if seat is not None
+            else _problem(404, "unknown_seat", f"no seat {ident!r} in the org")
+        )
+
     def count(route: str, response: Response) -> Response:
         requests.labels(route, str(response.status_code)).inc()
         return response
@@ -146,7 +158,7 @@ def create_ingress(
         """Report a piece of a seat's work; 202 with a tracking id once it is journalled."""
         route = "work"
         if not authorised(request):
-            return count(route, _problem(401, "unauthorized", "a valid bearer token is required"))
+            return count(route, unauthorised())
         try:
             raw = await _read_capped(request, settings.max_body_bytes)
         except BodyTooLarge:
@@ -162,10 +174,9 @@ def create_ingress(
                 route,
                 _problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
             )
-        view, _ = container.org.current()
-        known = view.seat(seat)
-        if known is None:
-            return count(route, _problem(404, "unknown_seat", f"no seat {seat!r} in the org"))
+        known = seat_of(seat)
+        if not isinstance(known, Seat):
+            return count(route, known)
         try:
             data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -234,10 +245,10 @@ def create_ingress(
         """A seat's unacknowledged inbox items, oldest first (at most 50 items or 64 KB); the
         same items come back until `POST .../updates/ack` acknowledges their position."""
         if not authorised(request):
-            return _problem(401, "unauthorized", "a valid bearer token is required")
-        known = container.org.current()[0].seat(seat)
-        if known is None:
-            return _problem(404, "unknown_seat", f"no seat {seat!r} in the org")
+            return unauthorised()
+        known = seat_of(seat)
+        if not isinstance(known, Seat):
+            return known
         try:
             page = await run_in_threadpool(container.inbox.updates, known.member_id)
         except UNAVAILABLE as exc:
@@ -248,10 +259,10 @@ def create_ingress(
     async def ack_updates(seat: str, request: Request) -> Response:
         """Acknowledge every inbox item up to `position`; answers with the next page."""
         if not authorised(request):
-            return _problem(401, "unauthorized", "a valid bearer token is required")
-        known = container.org.current()[0].seat(seat)
-        if known is None:
-            return _problem(404, "unknown_seat", f"no seat {seat!r} in the org")
+            return unauthorised()
+        known = seat_of(seat)
+        if not isinstance(known, Seat):
+            return known
         try:
             raw = await _read_capped(request, 4096)
             body = json.loads(raw)
@@ -279,7 +290,7 @@ def create_ingress(
     async def get_work(tracking_id: str, request: Request) -> Response:
         """Where one reported piece of work stands: its state, decision and send."""
         if not authorised(request):
-            return _problem(401, "unauthorized", "a valid bearer token is required")
+            return unauthorised()
         try:
             entry = await run_in_threadpool(container.journal.get, tracking_id)
             op = await run_in_threadpool(container.ledger.op_state, tracking_id)
@@ -314,13 +325,12 @@ def create_ingress(
     ) -> Response:
         """Ledger rows, newest first: every engagement, refusal and considered 'nobody'."""
         if not authorised(request):
-            return _problem(401, "unauthorized", "a valid bearer token is required")
+            return unauthorised()
         seat_ids = None
         if seat is not None:
-            view, _ = container.org.current()
-            known = view.seat(seat)
-            if known is None:
-                return _problem(404, "unknown_seat", f"no seat {seat!r} in the org")
+            known = seat_of(seat)
+            if not isinstance(known, Seat):
+                return known
             seat_ids = [known.member_id]
         try:
             rows = await run_in_threadpool(

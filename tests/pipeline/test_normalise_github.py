@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from contracts import Candidate
 from pipeline.normalise import Skipped
 from pipeline.normalise.github import mentions_in, normalise_github
+from tests.pipeline.strategies import JSON, JSON_SCALARS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
 RECEIVED = 1_718_060_000_000
@@ -374,14 +375,6 @@ def test_missing_people_are_empty_not_errors() -> None:
 
 # ---------------------------------------------------------------- never raises
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
-JSON = st.recursive(
-    JSON_SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
 GITHUB_KEYS = st.sampled_from(
     [
         "action",

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from contracts import Candidate
 from pipeline.normalise import MAX_BODY_CHARS, Skipped
 from pipeline.normalise.slack import SYSTEM_SUBTYPES, normalise_slack
+from tests.pipeline.strategies import JSON, JSON_SCALARS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slack"
 RECEIVED = 1_718_060_000_000
@@ -384,14 +385,6 @@ def test_a_huge_text_is_clipped_but_a_trailing_mention_still_counts() -> None:
 
 # ---------------------------------------------------------------- never raises
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
-JSON = st.recursive(
-    JSON_SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
 SLACK_KEYS = st.sampled_from(
     [
         "type",
