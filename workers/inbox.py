@@ -15,7 +15,7 @@ import redis
 
 from contracts import Candidate, Directedness, InboxItem, UpdatesPage
 from workers import keys
-from workers.stores import _s, _script
+from workers.redis_scripts import load_script, text
 
 PAGE_ITEMS = 50
 PAGE_BYTES = 64 * 1024
@@ -38,8 +38,8 @@ class Appended:
 class Inbox:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._append = _script(client, "inbox_append")
-        self._ack = _script(client, "inbox_ack")
+        self._append = load_script(client, "inbox_append")
+        self._ack = load_script(client, "inbox_ack")
 
     def append(self, seat_id: str, candidate: Candidate, verdict: Directedness) -> Appended:
         """Give a directed event its place in the seat's inbox, once per delivery."""
@@ -67,7 +67,7 @@ class Inbox:
 
     def updates(self, seat_id: str) -> UpdatesPage:
         """The unacknowledged items, oldest first, one page at a time."""
-        meta = {_s(k): int(v) for k, v in self.r.hgetall(keys.inbox_meta(seat_id)).items()}
+        meta = {text(k): int(v) for k, v in self.r.hgetall(keys.inbox_meta(seat_id)).items()}
         acked, last = meta.get("acked", 0), meta.get("last", 0)
         entries = self.r.xrange(keys.inbox(seat_id), min=f"{acked + 1}-0", count=PAGE_ITEMS + 1)
         items: list[InboxItem] = []
@@ -88,6 +88,6 @@ class Inbox:
         verb, _acked, last = self._ack(
             keys=[keys.inbox(seat_id), keys.inbox_meta(seat_id)], args=[position]
         )
-        if _s(verb) == "beyond":
+        if text(verb) == "beyond":
             raise AckBeyondLast(position, int(last))
         return self.updates(seat_id)

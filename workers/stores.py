@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
@@ -18,19 +17,11 @@ from contracts.guardrails import DAY_MS, HOUR_MS
 from pipeline.guardrails import Tally, judge, target_ids
 from workers import keys
 from workers.errors import PermanentError
+from workers.redis_scripts import load_script, text
 
 FINAL_STATES = frozenset({"engaged", "nobody", "refused", "send_failed", "send_blocked"})
 RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
 LEDGER_STREAM_CAP = 100_000  # rows kept per seat stream (approximate trimming)
-
-
-def _script(client: redis.Redis, name: str) -> Any:
-    source = resources.files("workers").joinpath(f"lua/{name}.lua").read_text()
-    return client.register_script(source)
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True)
@@ -50,8 +41,8 @@ class Journal:
         self.r = client
         self.deadline_ms = deadline_ms
         self.retention_ms = retention_ms
-        self._accept = _script(client, "journal_accept")
-        self._decide = _script(client, "decision_record")
+        self._accept = load_script(client, "journal_accept")
+        self._decide = load_script(client, "decision_record")
 
     def accept(
         self,
@@ -76,10 +67,12 @@ class Journal:
                 fingerprint,
             ],
         )
-        state = _s(state)
+        state = text(state)
         if state == "new":
             return Accepted(new=True, state="accepted", enqueued=False, fingerprint=fingerprint)
-        return Accepted(new=False, state=state, enqueued=bool(_s(enqueued)), fingerprint=_s(stored))
+        return Accepted(
+            new=False, state=state, enqueued=bool(text(enqueued)), fingerprint=text(stored)
+        )
 
     def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
         self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)
@@ -103,13 +96,13 @@ class Journal:
 
     def failed(self, limit: int = 100) -> list[str]:
         """Tracking ids a stage gave up on, newest first."""
-        return [_s(t) for t in self.r.zrevrange(keys.JOURNAL_FAILED, 0, limit - 1)]
+        return [text(t) for t in self.r.zrevrange(keys.JOURNAL_FAILED, 0, limit - 1)]
 
     def get(self, tracking_id: str) -> dict[str, Any] | None:
         raw = self.r.hgetall(keys.journal(tracking_id))
         if not raw:
             return None
-        entry = {_s(k): _s(v) for k, v in raw.items()}
+        entry = {text(k): text(v) for k, v in raw.items()}
         for field in ("payload", "decision"):
             if field in entry:
                 entry[field] = json.loads(entry[field])
@@ -174,10 +167,10 @@ class Ledger:
         self.limits = limits
         self.reservation_ttl_ms = reservation_ttl_ms
         self.retention_ms = retention_ms
-        self._reserve = _script(client, "guard_reserve")
-        self._begin = _script(client, "send_begin")
-        self._finish = _script(client, "op_finish")
-        self._abandon = _script(client, "send_abandon")
+        self._reserve = load_script(client, "guard_reserve")
+        self._begin = load_script(client, "send_begin")
+        self._finish = load_script(client, "op_finish")
+        self._abandon = load_script(client, "send_abandon")
 
     # ---------------------------------------------------------------- guardrails
 
@@ -231,7 +224,7 @@ class Ledger:
                 *(x for kv in fields.items() for x in kv),
             ],
         )
-        allowed, code = int(reply[0]), _s(reply[1])
+        allowed, code = int(reply[0]), text(reply[1])
         last = int(reply[4])
         at_ms = int(reply[8])
         counted = Tally(
@@ -279,9 +272,9 @@ class Ledger:
             pipe.zcount(key, since, "+inf")
         pipe.zrangebyscore(keys.PENDING, "-inf", now_ms)
         replies = pipe.execute()
-        same = {_s(m): int(score) for m, score in replies[0]}
+        same = {text(m): int(score) for m, score in replies[0]}
         counts = [int(n) for n in replies[1:-1]]
-        expired = [_s(m) for m in replies[-1]]
+        expired = [text(m) for m in replies[-1]]
         if expired:
             pipe = self.r.pipeline(transaction=False)
             for key, _ in windowed:
@@ -314,8 +307,8 @@ class Ledger:
             keys=[keys.op(op_id), keys.PENDING, keys.journal(tracking_id)],
             args=["" if now_ms is None else now_ms, token, lease_ms, op_id],
         )
-        stored = _s(attempt)
-        return SendStart(_s(verb), _s(info), int(stored) if stored else None)
+        stored = text(attempt)
+        return SendStart(text(verb), text(info), int(stored) if stored else None)
 
     def finish(
         self,
@@ -354,21 +347,22 @@ class Ledger:
                 LEDGER_STREAM_CAP,
             ],
         )
-        return _s(verb)
+        return text(verb)
 
     def abandon(self, op_id: str, token: str) -> bool:
         """Mark an interrupted send `unknown`, so the next try reconciles before posting."""
         return bool(self._abandon(keys=[keys.op(op_id)], args=[token]))
 
     def op_state(self, op_id: str) -> dict[str, str]:
-        return {_s(k): _s(v) for k, v in self.r.hgetall(keys.op(op_id)).items()}
+        return {text(k): text(v) for k, v in self.r.hgetall(keys.op(op_id)).items()}
 
     # ---------------------------------------------------------------- reading
 
     def rows_for(
         self, *, dedupe_key: str, targets: list[Target], work_id: str, seat_id: str
     ) -> list[LedgerRow]:
-        """The counted rows (every seat's) that bear on one ask: the context for a decision."""
+        """The counted rows (every seat's) that bear on one ask, one by one. Decisions use
+        `tally` (counts in one round trip); this is the row-level view for audits and tests."""
         index_keys = [
             keys.by_dedupe_key(dedupe_key),
             keys.by_work(work_id),
@@ -379,7 +373,7 @@ class Ledger:
         pipe = self.r.pipeline(transaction=False)
         for k in index_keys:
             pipe.zrange(k, 0, -1)
-        op_ids = sorted({_s(m) for members in pipe.execute() for m in members})
+        op_ids = sorted({text(m) for members in pipe.execute() for m in members})
         if not op_ids:
             return []
         pipe = self.r.pipeline(transaction=False)
@@ -387,7 +381,7 @@ class Ledger:
             pipe.hgetall(keys.op(op_id))
         rows = []
         for raw in pipe.execute():
-            op = {_s(k): _s(v) for k, v in raw.items()}
+            op = {text(k): text(v) for k, v in raw.items()}
             if op.get("state") not in ("reserved", "sending", "unknown", "engaged"):
                 continue
             rows.append(
@@ -413,7 +407,7 @@ class Ledger:
         seats = (
             seat_ids
             if seat_ids is not None
-            else sorted(_s(s) for s in self.r.smembers(keys.LEDGER_SEATS))
+            else sorted(text(s) for s in self.r.smembers(keys.LEDGER_SEATS))
         )
         pipe = self.r.pipeline(transaction=False)
         for seat in seats:
@@ -425,6 +419,6 @@ class Ledger:
                     fields[b"row"] if b"row" in fields else fields["row"]
                 )
                 if work_id is None or row.work_id == work_id:
-                    rows.append((_s(entry_id), row))
+                    rows.append((text(entry_id), row))
         rows.sort(key=lambda pair: (pair[1].at_ms, pair[0]), reverse=True)
         return [row for _, row in rows[:limit]]
