@@ -12,6 +12,8 @@ from contracts.inbound import (
     InboxItem,
     MessagePart,
     SeatFacts,
+    SeatVerdict,
+    Trace,
     UpdatesPage,
 )
 from contracts.org import Channel, ChannelKind, LauncherSpec, Member, Org, Seat
@@ -44,7 +46,9 @@ __all__ = [
     "Risk",
     "Seat",
     "SeatFacts",
+    "SeatVerdict",
     "Target",
+    "Trace",
     "UpdatesPage",
     "WorkReport",
 ]

@@ -33,6 +33,11 @@ class MessagePart(StrictWire):
     mentions: tuple[str, ...] = ()
     channel_kind: Literal["DM", "GROUP_DM", "PUBLIC", "PRIVATE"] | None = None
     parent_author_id: str | None = None
+    audience_ids: tuple[str, ...] = Field(
+        default=(),
+        description="the provider users this delivery was made for (Slack's `authorizations`):"
+        " how a direct conversation the org file does not list is known to include a seat",
+    )
 
 
 class BoardPart(StrictWire):
@@ -114,3 +119,34 @@ class UpdatesPage(Wire):
     position: int = Field(ge=0, description="acknowledge this once the items are handled")
     acknowledged: int = Field(ge=0)
     has_more: bool
+
+
+class SeatVerdict(Wire):
+    """One seat's directedness verdict on one event, as recorded (the audit row). `position` is
+    the event's place in the seat's inbox when it was directed there."""
+
+    seat_id: str
+    directed: bool
+    surface: str | None = None
+    reason: str
+    why: str
+    position: int | None = None
+
+
+class Trace(Wire):
+    """Everything decided about one inbound event: accepted, skipped or resolved, and per seat
+    whether it was directed there and why (or why not)."""
+
+    delivery_id: str
+    tracking_id: str
+    state: str = Field(description="accepted, directed, ambient, skipped or failed")
+    source: str | None = None
+    family: str | None = None
+    accepted_at_ms: int
+    resolved_at_ms: int | None = None
+    deliveries: int = Field(ge=1, description="how many times the event was received")
+    reason: str | None = Field(default=None, description="why a skipped event was not resolved")
+    detail: str | None = None
+    failed_stage: str | None = None
+    error: str | None = None
+    seats: tuple[SeatVerdict, ...] = ()

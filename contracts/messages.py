@@ -9,7 +9,16 @@ from __future__ import annotations
 from contracts._base import Wire
 from contracts.engagement import EngagementDecision, Mention, Target
 from contracts.guardrails import GuardrailVerdict
+from contracts.inbound import Candidate
 from contracts.work import WorkReport
+
+
+class InboundEnvelope(Wire):
+    """An accepted inbound event on its way to the directedness stage."""
+
+    tracking_id: str
+    accepted_at_ms: int
+    candidate: Candidate
 
 
 class WorkEnvelope(Wire):

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import redis
+
+from contracts import Candidate, Directedness
 from contracts.messages import OutboundAsk, SendResult
+from pipeline.facts import places_of
 from workers.errors import PermanentError, TransientError
+from workers.inbound import InboundStore, Resolved, inbound_tracking_id
 from workers.outbox import channel_for
+from workers.stores import Journal
 
 
 class Crash(BaseException):
@@ -56,3 +62,32 @@ class FakeOutbound:
 
     def count(self, idempotency_id: str) -> int:
         return sum(1 for a in self.applied if a.idempotency_id == idempotency_id)
+
+
+@dataclass
+class Placed:
+    position: int
+    new: bool
+
+
+def place(
+    client: redis.Redis,
+    seat: str | tuple[str, ...],
+    cand: Candidate,
+    verdict: Directedness,
+) -> Placed:
+    """Put an event in seats' inboxes the way the directedness stage does: journalled, then
+    recorded for the given seats in one go. `position` is the first seat's."""
+    seats = (seat,) if isinstance(seat, str) else seat
+    tracking = inbound_tracking_id(cand.delivery_id)
+    Journal(client).accept(
+        tracking, kind="inbound", seat_id="", payload="{}", now_ms=1, fingerprint=""
+    )
+    done = InboundStore(client).record(
+        tracking,
+        cand,
+        [Resolved(s, verdict) for s in seats],
+        places_of(cand.to_wire()),
+        now_ms=1,
+    )
+    return Placed(position=done.positions.get(seats[0], 0), new=done.new)

@@ -17,6 +17,7 @@ from redis.retry import Retry
 
 from workers.errors import ConfigError
 from workers.handlers import Stages
+from workers.inbound import InboundStore
 from workers.inbox import Inbox
 from workers.org import OrgSource
 from workers.outbox import FileOutbox, Outbound
@@ -55,6 +56,7 @@ class Container:
     outbound: Outbound
     stages: Stages
     inbox: Inbox
+    inbound: InboundStore
     app: Celery | None = None
 
 
@@ -70,11 +72,13 @@ def build_container(
     journal = Journal(client, deadline_ms=settings.journal_deadline_ms)
     ledger = Ledger(client, limits=settings.limits, reservation_ttl_ms=settings.reservation_ttl_ms)
     outbound = outbound_for(settings)
+    inbound = InboundStore(client, retention_ms=settings.inbound_retention_ms)
     stages = Stages(
         journal=journal,
         ledger=ledger,
         org=org,
         outbound=outbound,
+        inbound=inbound,
         clock_ms=now_ms,
         lease_ms=(settings.task_time_limit_s + 30) * 1000,
     )
@@ -87,6 +91,7 @@ def build_container(
         outbound=outbound,
         stages=stages,
         inbox=Inbox(client),
+        inbound=inbound,
         app=app,
     )
 

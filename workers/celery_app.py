@@ -18,22 +18,25 @@ STAGE_MAX_RETRIES = 8
 
 
 class Queue(StrEnum):
+    DIRECTEDNESS = "directedness"
     ENGAGEMENT = "engagement"
     GUARDRAILS = "guardrails"
     SEND = "send"
     BENCH = "bench"
 
 
-STAGE_QUEUES = (Queue.ENGAGEMENT, Queue.GUARDRAILS, Queue.SEND)
+STAGE_QUEUES = (Queue.DIRECTEDNESS, Queue.ENGAGEMENT, Queue.GUARDRAILS, Queue.SEND)
 
 
 class Task(StrEnum):
+    DIRECTEDNESS = "seatwire.directedness"
     ENGAGEMENT = "seatwire.engagement"
     GUARDRAILS = "seatwire.guardrails"
     SEND = "seatwire.send"
 
 
 TASK_QUEUE = {
+    Task.DIRECTEDNESS: Queue.DIRECTEDNESS,
     Task.ENGAGEMENT: Queue.ENGAGEMENT,
     Task.GUARDRAILS: Queue.GUARDRAILS,
     Task.SEND: Queue.SEND,

@@ -75,7 +75,7 @@ def demo() -> None:
 @cli.command()
 def worker(
     queues: Annotated[str, typer.Option(help="comma-separated queues")] = (
-        "engagement,guardrails,send"
+        "directedness,engagement,guardrails,send"
     ),
     concurrency: Annotated[int, typer.Option(help="processes (or threads)")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "prefork",
@@ -166,6 +166,7 @@ def schema(
         {
             n: getattr(messages, n)
             for n in (
+                "InboundEnvelope",
                 "WorkEnvelope",
                 "DecisionEnvelope",
                 "ReservedEnvelope",

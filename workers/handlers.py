@@ -15,14 +15,18 @@ import redis
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow
 from contracts.messages import (
     DecisionEnvelope,
+    InboundEnvelope,
     OutboundAsk,
     ReservedEnvelope,
     SendResult,
     WorkEnvelope,
 )
+from pipeline.directedness import resolve_directed
 from pipeline.engagement import apply_guardrail, decide_engagement
+from pipeline.facts import Places, facts_for, learn, learn_from_send, places_of
 from pipeline.guardrails import judge
 from workers.errors import LeaseBusy, PermanentError, TransientError
+from workers.inbound import InboundStore, Recorded, Resolved
 from workers.org import OrgSource
 from workers.outbox import Outbound
 from workers.stores import Journal, Ledger
@@ -95,9 +99,31 @@ class Stages:
     ledger: Ledger
     org: OrgSource
     outbound: Outbound
+    inbound: InboundStore
     clock_ms: Callable[[], int]
     lease_ms: int = 90_000
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
+
+    # ------------------------------------------------------------------ directedness
+
+    def directedness(self, env: InboundEnvelope) -> Recorded:
+        """Resolve one inbound event for every seat and record all of it at once."""
+        view, _degraded = self.org.current()
+        wire = env.candidate.to_wire()
+        places = places_of(wire)
+        channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
+        known = self.inbound.known(places, channel)
+        resolved = []
+        for entry in view.seat_entries:
+            seat_id = entry.seat.member_id
+            verdict = resolve_directed(
+                wire, entry.wire, facts_for(wire, seat_id, entry.aliases, known)
+            )
+            taught = learn(wire, verdict, channel_listed=channel is not None)
+            resolved.append(Resolved(seat_id, verdict, taught))
+        return self.inbound.record(
+            env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
+        )
 
     # ------------------------------------------------------------------ engagement
 
@@ -293,6 +319,12 @@ class Stages:
             reason=env.decision.reason,
             ask=ask,
             result=result,
+        )
+        # Before the outcome, so a retry after a crash here learns it again (set additions).
+        self.inbound.learn(
+            env.seat_id,
+            Places(channel_id=result.channel_id, thread_root_id=None, item_id=None),
+            learn_from_send(ask.thread_root_id, result.message_id),
         )
         verb = self.ledger.finish(
             env.tracking_id,

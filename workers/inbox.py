@@ -9,17 +9,14 @@ never given is refused, because it would silently skip items not yet delivered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import redis
 
-from contracts import Candidate, Directedness, InboxItem, UpdatesPage
+from contracts import InboxItem, UpdatesPage
 from workers import keys
 from workers.redis_scripts import load_script, text
 
 PAGE_ITEMS = 50
 PAGE_BYTES = 64 * 1024
-SEEN_TTL_MS = 7 * 86_400_000
 
 
 class AckBeyondLast(Exception):
@@ -29,41 +26,10 @@ class AckBeyondLast(Exception):
         self.last = last
 
 
-@dataclass(frozen=True)
-class Appended:
-    position: int
-    new: bool
-
-
 class Inbox:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._append = load_script(client, "inbox_append")
         self._ack = load_script(client, "inbox_ack")
-
-    def append(self, seat_id: str, candidate: Candidate, verdict: Directedness) -> Appended:
-        """Give a directed event its place in the seat's inbox, once per delivery."""
-        item = InboxItem.model_construct(
-            position=0,
-            delivery_id=candidate.delivery_id,
-            family=candidate.family,
-            source=candidate.source,
-            surface=verdict.surface,
-            reason=verdict.reason,
-            why=verdict.why,
-            at_ms=candidate.at_ms,
-            candidate=candidate,
-        )
-        body = item.model_dump_json(by_alias=True)
-        position, new = self._append(
-            keys=[
-                keys.inbox(seat_id),
-                keys.inbox_meta(seat_id),
-                keys.inbox_seen(seat_id, candidate.delivery_id),
-            ],
-            args=[body, SEEN_TTL_MS],
-        )
-        return Appended(position=int(position), new=bool(int(new)))
 
     def updates(self, seat_id: str) -> UpdatesPage:
         """The unacknowledged items, oldest first, one page at a time."""

@@ -7,76 +7,41 @@ Redis or the broker unreachable is a 503 with Retry-After, never a 2xx.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
 from collections.abc import Callable
 from typing import Any
 
-import redis
 from celery import Celery
 from fastapi import FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from pydantic import ValidationError
 
-from contracts import Seat, WorkReport
+from contracts import Seat, Trace, WorkReport
 from contracts.messages import WorkEnvelope
 from workers.bootstrap import Container, now_ms
 from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+from workers.http import (
+    UNAVAILABLE,
+    BodyTooLarge,
+    invalid,
+    media_type,
+    problem,
+    read_capped,
+    too_large,
+    within_budget,
+)
 from workers.inbox import AckBeyondLast
-
-UNAVAILABLE = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
+from workers.webhooks import inbound_routes
 
 
 def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:
     """Deterministic: the same (seat, work, revision) is the same event, however often posted."""
     digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
     return f"wr-{digest[:24]}"
-
-
-def _problem(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
-    headers = {"Retry-After": "5"} if status == 503 else None
-    if status == 401:
-        headers = {"WWW-Authenticate": "Bearer"}
-    return JSONResponse(
-        {"error": error, "message": message, **extra}, status_code=status, headers=headers
-    )
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def _read_capped(request: Request, cap: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            if int(declared) > cap:
-                raise BodyTooLarge
-        except ValueError:
-            pass
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
-    return [
-        {
-            "field": ".".join(str(p) for p in err["loc"]) or "(body)",
-            "message": err["msg"],
-            "type": err["type"],
-        }
-        for err in exc.errors()
-    ]
 
 
 def create_ingress(
@@ -103,7 +68,7 @@ def create_ingress(
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
 
     def unauthorised() -> JSONResponse:
-        return _problem(401, "unauthorized", "a valid bearer token is required")
+        return problem(401, "unauthorized", "a valid bearer token is required")
 
     def seat_of(ident: str) -> Seat | JSONResponse:
         """The seat a path names (by member id or alias), or the 404 that says it is unknown."""
@@ -111,7 +76,7 @@ def create_ingress(
         return (
             seat
             if seat is not None
-            else _problem(404, "unknown_seat", f"no seat {ident!r} in the org")
+            else problem(404, "unknown_seat", f"no seat {ident!r} in the org")
         )
 
     def count(route: str, response: Response) -> Response:
@@ -160,19 +125,14 @@ def create_ingress(
         if not authorised(request):
             return count(route, unauthorised())
         try:
-            raw = await _read_capped(request, settings.max_body_bytes)
+            raw = await read_capped(request, settings.max_body_bytes)
         except BodyTooLarge:
-            return count(
-                route,
-                _problem(
-                    413, "body_too_large", f"the body exceeds {settings.max_body_bytes} bytes"
-                ),
-            )
-        ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
+            return count(route, too_large(settings.max_body_bytes))
+        ctype = media_type(request)
         if ctype not in ("application/json", ""):
             return count(
                 route,
-                _problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
+                problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
             )
         known = seat_of(seat)
         if not isinstance(known, Seat):
@@ -182,7 +142,7 @@ def create_ingress(
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return count(
                 route,
-                _problem(
+                problem(
                     422,
                     "invalid_json",
                     f"the body is not JSON: {exc}",
@@ -192,20 +152,11 @@ def create_ingress(
         try:
             report = WorkReport.model_validate(data)
         except ValidationError as exc:
-            errors = _field_errors(exc)
-            return count(
-                route,
-                _problem(
-                    422,
-                    "invalid_work_report",
-                    "; ".join(f"{e['field']}: {e['message']}" for e in errors),
-                    detail=errors,
-                ),
-            )
+            return count(route, invalid("invalid_work_report", exc))
         if report.seat_id is not None and known.answers_to(report.seat_id) is False:
             return count(
                 route,
-                _problem(
+                problem(
                     422,
                     "invalid_work_report",
                     f"seatId: {report.seat_id!r} does not match the seat in the path ({seat!r})",
@@ -218,26 +169,12 @@ def create_ingress(
                     ],
                 ),
             )
-        try:
-            # A budget, so a broker that stalls (rather than refuses) still gets a quick 503
-            # and the sender retries; the journal makes that retry a no-op if this one lands.
-            status, body = await asyncio.wait_for(
-                run_in_threadpool(journal_and_enqueue, known.member_id, report),
-                timeout=settings.ingress_budget_s,
-            )
-        except TimeoutError:
-            return count(
-                route,
-                _problem(
-                    503,
-                    "unavailable",
-                    f"journal and enqueue did not finish within {settings.ingress_budget_s} s",
-                ),
-            )
-        except UNAVAILABLE as exc:
-            return count(
-                route, _problem(503, "unavailable", f"cannot journal or enqueue right now: {exc}")
-            )
+        done = await within_budget(
+            settings.ingress_budget_s, journal_and_enqueue, known.member_id, report
+        )
+        if isinstance(done, Response):
+            return count(route, done)
+        status, body = done
         return count(route, JSONResponse(body, status_code=status))
 
     @api.get("/v1/seats/{seat}/updates")
@@ -252,7 +189,7 @@ def create_ingress(
         try:
             page = await run_in_threadpool(container.inbox.updates, known.member_id)
         except UNAVAILABLE as exc:
-            return _problem(503, "unavailable", str(exc))
+            return problem(503, "unavailable", str(exc))
         return JSONResponse(page.to_wire())
 
     @api.post("/v1/seats/{seat}/updates/ack")
@@ -264,13 +201,13 @@ def create_ingress(
         if not isinstance(known, Seat):
             return known
         try:
-            raw = await _read_capped(request, 4096)
+            raw = await read_capped(request, 4096)
             body = json.loads(raw)
             position = body["position"] if isinstance(body, dict) else None
         except (BodyTooLarge, json.JSONDecodeError, UnicodeDecodeError, KeyError):
             position = None
         if not isinstance(position, int) or isinstance(position, bool) or position < 0:
-            return _problem(
+            return problem(
                 422,
                 "invalid_ack",
                 'send {"position": N} with the integer position from your last read',
@@ -281,9 +218,9 @@ def create_ingress(
         try:
             page = await run_in_threadpool(container.inbox.ack, known.member_id, position)
         except AckBeyondLast as exc:
-            return _problem(409, "ack_beyond_last", str(exc), last=exc.last)
+            return problem(409, "ack_beyond_last", str(exc), last=exc.last)
         except UNAVAILABLE as exc:
-            return _problem(503, "unavailable", str(exc))
+            return problem(503, "unavailable", str(exc))
         return JSONResponse(page.to_wire())
 
     @api.get("/v1/work/{tracking_id}")
@@ -295,9 +232,9 @@ def create_ingress(
             entry = await run_in_threadpool(container.journal.get, tracking_id)
             op = await run_in_threadpool(container.ledger.op_state, tracking_id)
         except UNAVAILABLE as exc:
-            return _problem(503, "unavailable", str(exc))
+            return problem(503, "unavailable", str(exc))
         if entry is None:
-            return _problem(404, "unknown_tracking_id", f"nothing was accepted as {tracking_id}")
+            return problem(404, "unknown_tracking_id", f"nothing was accepted as {tracking_id}")
         send = {
             k: op[k]
             for k in ("state", "attempt", "idempotencyId", "messageId", "channelId")
@@ -337,8 +274,28 @@ def create_ingress(
                 lambda: container.ledger.read(seat_ids=seat_ids, work_id=work_id, limit=limit)
             )
         except UNAVAILABLE as exc:
-            return _problem(503, "unavailable", str(exc))
+            return problem(503, "unavailable", str(exc))
         return JSONResponse({"rows": [r.to_wire() for r in rows], "count": len(rows)})
+
+    @api.get("/v1/trace/{delivery_id:path}", response_model=Trace)
+    async def get_trace(delivery_id: str, request: Request) -> Response:
+        """Everything decided about one inbound event: whether it was accepted, skipped or
+        resolved, and for every seat whether it was directed there and why (or why not)."""
+        if not authorised(request):
+            return unauthorised()
+        try:
+            trace = await run_in_threadpool(container.inbound.trace, delivery_id)
+        except UNAVAILABLE as exc:
+            return problem(503, "unavailable", str(exc))
+        if trace is None:
+            return problem(
+                404, "unknown_delivery", f"no inbound event {delivery_id!r} was received"
+            )
+        return JSONResponse(trace.to_wire())
+
+    api.include_router(
+        inbound_routes(container, app, clock_ms=clock_ms, authorised=authorised, count=count)
+    )
 
     @api.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -57,6 +57,31 @@ def inbox_meta(seat_id: str) -> str:
     return f"{PREFIX}inbox:{seat_id}:meta"
 
 
-def inbox_seen(seat_id: str, delivery_id: str) -> str:
-    """Marks that one delivery already has its place in a seat's inbox (idempotent append)."""
-    return f"{PREFIX}inbox:{seat_id}:seen:{delivery_id}"
+def seat_verdicts(tracking_id: str) -> str:
+    """An inbound event's verdict per seat (hash seatId -> SeatVerdict JSON): its audit rows."""
+    return f"{PREFIX}j:{tracking_id}:seats"
+
+
+def seat_state(seat_id: str) -> str:
+    """A seat's counters: `notices` (directed events ever put in its inbox)."""
+    return f"{PREFIX}seat:{seat_id}"
+
+
+def spoke_in(channel_id: str, root_id: str) -> str:
+    """Seats that have spoken in one thread (set of seat ids)."""
+    return f"{PREFIX}f:spoke:{channel_id}:{root_id}"
+
+
+def named_in(channel_id: str, root_id: str) -> str:
+    """Seats that have been named or mentioned in one thread (set of seat ids)."""
+    return f"{PREFIX}f:named:{channel_id}:{root_id}"
+
+
+def channel_seats(channel_id: str) -> str:
+    """Seats learned to belong to a channel: they sent there, or a DM was delivered to them."""
+    return f"{PREFIX}f:chan:{channel_id}"
+
+
+def item_seats(item_id: str) -> str:
+    """Seats a board item belongs to (assigned to them)."""
+    return f"{PREFIX}f:item:{item_id}"

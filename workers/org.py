@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts import Channel, Org, Seat
+from pipeline.directedness import aliases_of
 from pipeline.engagement import Directory, Rooms
 from workers.errors import ConfigError
 
@@ -59,6 +60,18 @@ def load_org(path: Path) -> Org:
     return parse_org(text, path)
 
 
+GITHUB_ALIAS = "github:"
+
+
+@dataclass(frozen=True)
+class SeatEntry:
+    """A seat prepared for directedness: its contract, its camelCase dict, its alias set."""
+
+    seat: Seat
+    wire: dict[str, Any]
+    aliases: frozenset[str]
+
+
 @dataclass
 class OrgView:
     """One loaded org, indexed for decisions."""
@@ -68,6 +81,9 @@ class OrgView:
     channels: tuple[Channel, ...]
     rooms: Rooms
     seats: dict[str, Seat]
+    seat_entries: tuple[SeatEntry, ...]
+    channel_by_id: dict[str, Channel]
+    github_logins: dict[str, str]
 
     @classmethod
     def of(cls, org: Org) -> OrgView:
@@ -75,12 +91,26 @@ class OrgView:
         for seat in org.seats:
             for ident in (seat.member_id, *seat.aliases):
                 seats.setdefault(ident.strip().lower(), seat)
+        entries = []
+        for seat in org.seats:
+            wire = seat.to_wire()
+            entries.append(SeatEntry(seat=seat, wire=wire, aliases=aliases_of(wire)))
+        # A member alias `github:<login>` maps that GitHub login to the member.
+        logins = {
+            alias.strip()[len(GITHUB_ALIAS) :].lower(): member.id
+            for member in org.members
+            for alias in member.aliases
+            if alias.strip().lower().startswith(GITHUB_ALIAS)
+        }
         return cls(
             org=org,
             directory=Directory.of(org.members),
             channels=org.channels,
             rooms=Rooms.of(org.channels),
             seats=seats,
+            seat_entries=tuple(entries),
+            channel_by_id={c.id: c for c in org.channels},
+            github_logins=logins,
         )
 
     def seat(self, ident: str) -> Seat | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts import Limits
@@ -19,11 +19,15 @@ from workers.errors import ConfigError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_ORG = REPO_ROOT / "examples" / "org.yaml"
 EMBEDDED_TOKEN = "seatwire-embedded-dev-token"
+# Embedded mode signs and checks its bundled webhook stream with these; a real deployment
+# sets the providers' own secrets, and a provider without one has its webhook route refused.
+EMBEDDED_SLACK_SECRET = "seatwire-embedded-slack-signing-secret"
+EMBEDDED_GITHUB_SECRET = "seatwire-embedded-github-webhook-secret"
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SEATWIRE_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="SEATWIRE_", env_nested_delimiter="__", extra="ignore", populate_by_name=True
     )
 
     redis_url: str | None = None
@@ -42,6 +46,15 @@ class Settings(BaseSettings):
     journal_deadline_ms: int = Field(default=300_000, ge=1000)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     ingress_budget_s: float = Field(default=2.5, gt=0)
+    inbound_retention_ms: int = Field(default=7 * 86_400_000, ge=3 * 86_400_000)
+    slack_signing_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SEATWIRE_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),
+    )
+    github_webhook_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SEATWIRE_GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"),
+    )
 
     @field_validator("redis_url", "broker_url", mode="before")
     @classmethod
@@ -67,6 +80,16 @@ class Settings(BaseSettings):
             "needs a bearer token of your own"
         )
 
+    def slack_secret(self) -> str | None:
+        """Slack's signing secret; embedded mode has its own; None turns the route off."""
+        return _secret(self.slack_signing_secret, EMBEDDED_SLACK_SECRET if self.embedded else None)
+
+    def github_secret(self) -> str | None:
+        """GitHub's webhook secret; embedded mode has its own; None turns the route off."""
+        return _secret(
+            self.github_webhook_secret, EMBEDDED_GITHUB_SECRET if self.embedded else None
+        )
+
     def check(self) -> None:
         """Refuse, at start, a configuration that can only fail later."""
         if self.broker_url is not None and self.redis_url is None:
@@ -80,3 +103,9 @@ class Settings(BaseSettings):
                 "or the broker redelivers tasks that are still running"
             )
         self.token()
+
+
+def _secret(value: SecretStr | None, fallback: str | None) -> str | None:
+    if value is not None and value.get_secret_value().strip():
+        return value.get_secret_value()
+    return fallback

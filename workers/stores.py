@@ -19,7 +19,18 @@ from workers import keys
 from workers.errors import PermanentError
 from workers.redis_scripts import load_script, text
 
-FINAL_STATES = frozenset({"engaged", "nobody", "refused", "send_failed", "send_blocked"})
+FINAL_STATES = frozenset(
+    {
+        "engaged",
+        "nobody",
+        "refused",
+        "send_failed",
+        "send_blocked",
+        "directed",
+        "ambient",
+        "skipped",
+    }
+)
 RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
 LEDGER_STREAM_CAP = 100_000  # rows kept per seat stream (approximate trimming)
 
@@ -42,6 +53,7 @@ class Journal:
         self.deadline_ms = deadline_ms
         self.retention_ms = retention_ms
         self._accept = load_script(client, "journal_accept")
+        self._skip = load_script(client, "journal_skip")
         self._decide = load_script(client, "decision_record")
 
     def accept(
@@ -73,6 +85,25 @@ class Journal:
         return Accepted(
             new=False, state=state, enqueued=bool(text(enqueued)), fingerprint=text(stored)
         )
+
+    def skip(
+        self,
+        tracking_id: str,
+        *,
+        kind: str,
+        payload: str,
+        reason: str,
+        detail: str,
+        now_ms: int,
+        retention_ms: int,
+    ) -> bool:
+        """Journal, as final state `skipped`, an event that addresses nobody, with its reason;
+        True when this is the first delivery of it."""
+        (verb,) = self._skip(
+            keys=[keys.journal(tracking_id)],
+            args=[tracking_id, kind, payload, now_ms, reason, detail[:500], retention_ms],
+        )
+        return text(verb) == "new"
 
     def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
         self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)

@@ -10,7 +10,12 @@ from celery import Celery
 from celery import Task as CeleryTask
 from kombu.exceptions import OperationalError
 
-from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+from contracts.messages import (
+    DecisionEnvelope,
+    InboundEnvelope,
+    ReservedEnvelope,
+    WorkEnvelope,
+)
 from workers import bootstrap
 from workers.celery_app import (
     RETRY_BACKOFF_MAX_S,
@@ -65,6 +70,11 @@ STAGE_TASK_OPTIONS: dict[str, Any] = {
 
 def register_tasks(app: Celery) -> None:
     options = STAGE_TASK_OPTIONS
+
+    @app.task(name=Task.DIRECTEDNESS.value, queue=Queue.DIRECTEDNESS.value, **options)
+    def directedness(self: Any, message: dict[str, Any]) -> None:
+        env = InboundEnvelope.model_validate(message)
+        bootstrap.current().stages.directedness(env)
 
     @app.task(name=Task.ENGAGEMENT.value, queue=Queue.ENGAGEMENT.value, **options)
     def engagement(self: Any, message: dict[str, Any]) -> None:

@@ -159,6 +159,7 @@ def normalise_slack(envelope: Mapping[str, Any], *, received_at_ms: int) -> Norm
                 "mentions": unique([*USER_TOKEN.findall(text), *_block_users(message)]),
                 "channel_kind": channel_kind(event.get("channel_type"), channel),
                 "parent_author_id": parent,
+                "audience_ids": unique(_audience(envelope)),
             },
             "at_ms": _event_ms(envelope.get("event_time"), received_at_ms),
         }
@@ -194,6 +195,18 @@ def _block_users(message: Mapping[str, Any]) -> Iterator[str]:
         if node.get("type") == "user" and user_id is not None:
             yield user_id
         stack.extend(reversed(as_list(node.get("elements"))))
+
+
+def _audience(envelope: Mapping[str, Any]) -> Iterator[str]:
+    """The users this delivery was made for: `authorizations[].user_id` (Slack's current field,
+    one installation per delivery), else the older `authed_users`."""
+    for auth in as_list(envelope.get("authorizations")):
+        user_id = as_str(dig(auth, "user_id"))
+        if user_id is not None:
+            yield user_id
+    for user_id in as_list(envelope.get("authed_users")):
+        if as_str(user_id) is not None:
+            yield user_id
 
 
 def _ts(value: object) -> str | None:

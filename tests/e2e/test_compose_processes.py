@@ -44,7 +44,7 @@ def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
     queues = sorted(
         c[c.index("--queues") + 1] for c in compose_commands().values() if c[1] == "worker"
     )
-    assert queues == ["engagement", "guardrails", "send"]
+    assert queues == ["directedness", "engagement", "guardrails", "send"]
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
 

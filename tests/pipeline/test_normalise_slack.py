@@ -69,12 +69,26 @@ def test_channel_message_with_mentions_becomes_a_full_messaging_candidate() -> N
             "mentions": ["U0SEATBOT", "U0BOB00002"],
             "channelKind": "PUBLIC",
             "parentAuthorId": None,
+            "audienceIds": ["U0SEATBOT"],
         },
         "board": None,
         "call": None,
         "calendar": None,
         "atMs": 1_718_049_600_000,
     }
+
+
+def test_the_audience_is_the_user_the_delivery_was_made_for() -> None:
+    """`authorizations[].user_id` (else the older `authed_users`) says whose delivery this is:
+    how a DM the org file does not list is known to include a seat."""
+    im = load("message_im")
+    assert candidate(im).msg is not None
+    assert candidate(im).msg.audience_ids == ("U0SEATBOT",)  # type: ignore[union-attr]
+    legacy = {k: v for k, v in im.items() if k != "authorizations"}
+    legacy["authed_users"] = ["U0OTHERBOT", 7]
+    assert candidate(legacy).msg.audience_ids == ("U0OTHERBOT",)  # type: ignore[union-attr]
+    bare = {k: v for k, v in im.items() if k != "authorizations"}
+    assert candidate(bare).msg.audience_ids == ()  # type: ignore[union-attr]
 
 
 def test_app_mention_and_its_message_twin_share_one_delivery_id() -> None:

@@ -15,6 +15,7 @@ from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
 from tests.fakes import Crash, FakeOutbound
 from workers.errors import LeaseBusy, PermanentError, TransientError
 from workers.handlers import Stages
+from workers.inbound import InboundStore
 from workers.org import OrgSource
 from workers.settings import BUNDLED_ORG
 from workers.stores import Journal, Ledger
@@ -57,6 +58,7 @@ def stages(redis_client: redis.Redis, clock: Clock, outbound: FakeOutbound) -> S
         ledger=Ledger(redis_client, limits=Limits(), reservation_ttl_ms=60_000),
         org=OrgSource.open(BUNDLED_ORG),
         outbound=outbound,
+        inbound=InboundStore(redis_client),
         clock_ms=clock,
         lease_ms=30_000,
     )

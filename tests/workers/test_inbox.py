@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from contracts import Candidate, Directedness
+from tests.fakes import Placed, place
 from workers import keys
 from workers.inbox import PAGE_BYTES, AckBeyondLast, Inbox
 
@@ -26,12 +27,19 @@ def candidate(n: int, body: str = "hi") -> Candidate:
     )
 
 
+class Seats(Inbox):
+    """The inbox, with `append` placing an event the way the directedness stage does."""
+
+    def append(self, seat: str | tuple[str, ...], cand: Candidate, verdict: Directedness) -> Placed:
+        return place(self.r, seat, cand, verdict)
+
+
 @pytest.fixture
-def inbox(redis_client: redis.Redis) -> Inbox:
-    return Inbox(redis_client)
+def inbox(redis_client: redis.Redis) -> Seats:
+    return Seats(redis_client)
 
 
-def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Inbox):
+def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Seats):
     """Three directed events are read oldest first, and re-read until acknowledged."""
     for n in (1, 2, 3):
         assert inbox.append("scout", candidate(n), VERDICT).position == n
@@ -42,7 +50,7 @@ def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Inbox):
     assert page.items[0].candidate == candidate(1) and page.items[0].reason == "mention"
 
 
-def test_ack_drops_handled_items_and_returns_the_rest(inbox: Inbox, redis_client: redis.Redis):
+def test_ack_drops_handled_items_and_returns_the_rest(inbox: Seats, redis_client: redis.Redis):
     """Acknowledging position 2 leaves item 3; a stale lower ack changes nothing."""
     for n in (1, 2, 3):
         inbox.append("scout", candidate(n), VERDICT)
@@ -53,7 +61,7 @@ def test_ack_drops_handled_items_and_returns_the_rest(inbox: Inbox, redis_client
     assert inbox.ack("scout", 3).items == ()
 
 
-def test_ack_beyond_the_last_position_is_refused(inbox: Inbox):
+def test_ack_beyond_the_last_position_is_refused(inbox: Seats):
     """An ack for a position never given is an error, not a silent success."""
     inbox.append("scout", candidate(1), VERDICT)
     with pytest.raises(AckBeyondLast) as err:
@@ -64,16 +72,18 @@ def test_ack_beyond_the_last_position_is_refused(inbox: Inbox):
         inbox.ack("tally", 1)  # an empty inbox has given nothing
 
 
-def test_the_same_delivery_is_placed_once(inbox: Inbox):
-    """Appending one delivery twice (a redelivered task) keeps one item at one position."""
-    first = inbox.append("scout", candidate(1), VERDICT)
-    again = inbox.append("scout", candidate(1), VERDICT)
-    assert (first.new, again.new, again.position) == (True, False, 1)
-    assert len(inbox.updates("scout").items) == 1
-    assert inbox.append("tally", candidate(1), VERDICT).position == 1  # per seat
+def test_the_same_delivery_is_placed_once(inbox: Seats):
+    """Recording one delivery twice (a redelivered task) keeps one item at one position, and
+    each seat the event is directed to has its own positions."""
+    inbox.append("scout", candidate(7), VERDICT)
+    first = inbox.append(("tally", "scout"), candidate(1), VERDICT)
+    again = inbox.append(("tally", "scout"), candidate(1), VERDICT)
+    assert (first.new, again.new, first.position) == (True, False, 1)
+    assert [i.delivery_id for i in inbox.updates("scout").items] == ["d7", "d1"]
+    assert [i.position for i in inbox.updates("tally").items] == [1]
 
 
-def test_page_holds_at_most_50_items(inbox: Inbox):
+def test_page_holds_at_most_50_items(inbox: Seats):
     """Sixty items are read as 50, then 10, with has_more in between."""
     for n in range(1, 61):
         inbox.append("scout", candidate(n), VERDICT)
@@ -83,7 +93,7 @@ def test_page_holds_at_most_50_items(inbox: Inbox):
     assert len(rest.items) == 10 and not rest.has_more
 
 
-def test_page_holds_at_most_64_kib_but_always_one_item(inbox: Inbox):
+def test_page_holds_at_most_64_kib_but_always_one_item(inbox: Seats):
     """Large items fill a page up to 64 KB; an item larger than that still comes alone."""
     for n in range(1, 5):
         inbox.append("scout", candidate(n, body="x" * 20_000), VERDICT)

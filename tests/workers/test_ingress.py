@@ -281,11 +281,11 @@ def test_over_budget_is_503_and_the_retry_lands_once(
 def test_updates_and_ack_over_http(client: TestClient, redis_client: redis.Redis):
     """The inbox is read and acknowledged over HTTP; a bad or premature ack changes nothing."""
     from contracts import Candidate, Directedness
-    from workers.inbox import Inbox
+    from tests.fakes import place
 
-    inbox = Inbox(redis_client)
     for n in (1, 2):
-        inbox.append(
+        place(
+            redis_client,
             "scout",
             Candidate.model_validate(
                 {

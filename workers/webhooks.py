@@ -1,0 +1,329 @@
+"""Inbound routes: Slack's Events API, GitHub webhooks and generic `Candidate`s.
+
+Every route checks, in order, before anything is written: size (413), the provider's
+signature or the bearer token (401), content type (415), the body (400), the event type
+(422). A malformed header, timestamp or body is a 4xx with a reason, never a 5xx, and a
+refused request journals nothing.
+
+An accepted event is journalled and its directedness task enqueued BEFORE the 2xx. Its
+journal entry is keyed by the event's delivery id, so the entry is also the dedupe record:
+Slack's retries (and its `app_mention` twin of a `message`) and GitHub's redeliveries answer
+2xx `duplicate` and enqueue nothing new, for as long as the entry is kept (7 days by default,
+above Slack's 24 h and GitHub's 72 h windows). An event that addresses nobody by its nature
+(a channel join, a deletion, an action we do not consider) is journalled as `skipped` with
+its reason and answered 200, so the provider does not retry it and the trace shows why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from celery import Celery
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+
+from contracts import Candidate
+from contracts.messages import InboundEnvelope
+from pipeline.normalise import Skipped, as_str
+from pipeline.normalise.github import normalise_github
+from pipeline.normalise.slack import normalise_slack
+from pipeline.signatures import Refused, verify_github, verify_slack
+from workers.bootstrap import Container
+from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+from workers.http import (
+    BodyTooLarge,
+    invalid,
+    media_type,
+    problem,
+    read_capped,
+    too_large,
+    within_budget,
+)
+from workers.inbound import inbound_tracking_id
+
+log = logging.getLogger("seatwire.webhooks")
+
+# The GitHub events Seatwire considers (X-GitHub-Event). Any other is refused with 422: the
+# hook is subscribed to more than Seatwire reads, which its owner should fix.
+GITHUB_EVENTS = frozenset(
+    {"issues", "pull_request", "issue_comment", "pull_request_review_comment"}
+)
+MAX_DELIVERY_ID = 120
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        return problem(400, "invalid_json", f"the body is not JSON: {exc}")
+    if not isinstance(body, dict):
+        return problem(400, "invalid_json", "the body must be a JSON object")
+    return body
+
+
+def _refusal(refused: Refused) -> JSONResponse:
+    return problem(401, refused.reason, refused.detail)
+
+
+def _normalise_refusal(skip: Skipped) -> JSONResponse:
+    """A payload that cannot be an event at all: 422 for an event type we do not consider,
+    400 for one that lacks what every event of its type carries."""
+    code = skip.reason.split(":", 1)[0]
+    if code == "unsupported_event":
+        return problem(
+            422,
+            "unsupported_event",
+            f"{skip.reason.split(':', 1)[-1]}: {skip.detail}; subscribe only to the events "
+            "Seatwire reads (see the README)",
+        )
+    return problem(400, "invalid_event", f"{skip.reason}: {skip.detail}")
+
+
+def inbound_routes(
+    container: Container,
+    app: Celery,
+    *,
+    clock_ms: Callable[[], int],
+    authorised: Callable[[Request], bool],
+    count: Callable[[str, Response], Response],
+) -> APIRouter:
+    settings = container.settings
+    cap = settings.max_body_bytes
+    budget = settings.ingress_budget_s
+    router = APIRouter()
+
+    def accept(candidate: Candidate, fingerprint: str) -> tuple[int, dict[str, Any]]:
+        """Journal the event once and enqueue its directedness task; a repeat is a no-op
+        (unless an earlier delivery was journalled but never enqueued: then enqueue it now)."""
+        tracking = inbound_tracking_id(candidate.delivery_id)
+        accepted_at = clock_ms()
+        message = InboundEnvelope(
+            tracking_id=tracking, accepted_at_ms=accepted_at, candidate=candidate
+        ).to_wire()
+        result = container.journal.accept(
+            tracking,
+            kind="inbound",
+            seat_id="",
+            payload=json.dumps(message),
+            now_ms=accepted_at,
+            fingerprint=fingerprint,
+        )
+        if not result.new and fingerprint and result.fingerprint not in ("", fingerprint):
+            return 409, {
+                "error": "delivery_reused",
+                "message": f"delivery {candidate.delivery_id!r} was already received with "
+                "different content; give a changed event a delivery id of its own",
+                "trackingId": tracking,
+            }
+        if result.new or (result.state == "accepted" and not result.enqueued):
+            if not result.new:
+                stored = container.journal.get(tracking)
+                message = stored["payload"] if stored else message
+            publish(app, Task.DIRECTEDNESS, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
+            container.journal.mark_enqueued(tracking, clock_ms())
+        return 200, {
+            "ok": True,
+            "status": "accepted" if result.new else "duplicate",
+            "deliveryId": candidate.delivery_id,
+            "trackingId": tracking,
+            "state": result.state,
+        }
+
+    def skip(delivery_id: str, source: str, reason: Skipped) -> tuple[int, dict[str, Any]]:
+        tracking = inbound_tracking_id(delivery_id)
+        payload = json.dumps({"source": source, "deliveryId": delivery_id})
+        new = container.journal.skip(
+            tracking,
+            kind="inbound",
+            payload=payload,
+            reason=reason.reason,
+            detail=reason.detail,
+            now_ms=clock_ms(),
+            retention_ms=settings.inbound_retention_ms,
+        )
+        return 200, {
+            "ok": True,
+            "status": "skipped" if new else "duplicate",
+            "reason": reason.reason,
+            "deliveryId": delivery_id,
+            "trackingId": tracking,
+        }
+
+    async def settle(
+        route: str, fn: Callable[..., tuple[int, dict[str, Any]]], *args: Any
+    ) -> Response:
+        done = await within_budget(budget, fn, *args)
+        if isinstance(done, Response):
+            return count(route, done)
+        status, body = done
+        return count(route, JSONResponse(body, status_code=status))
+
+    @router.post("/webhooks/slack")
+    async def slack_events(request: Request) -> Response:
+        """Slack's Events API: v0 signature, url_verification, events deduped by delivery."""
+        route = "slack"
+        try:
+            raw = await read_capped(request, cap)
+        except BodyTooLarge:
+            return count(route, too_large(cap))
+        secret = settings.slack_secret()
+        if secret is None:
+            return count(
+                route,
+                problem(404, "slack_not_configured", "set SLACK_SIGNING_SECRET to receive Slack"),
+            )
+        verdict = verify_slack(request.headers, raw, secret=secret, now_s=clock_ms() // 1000)
+        if isinstance(verdict, Refused):
+            return count(route, _refusal(verdict))
+        ctype = media_type(request, default="")
+        if ctype != "application/json":
+            return count(
+                route,
+                problem(
+                    415, "unsupported_media_type", f"Events API bodies are JSON, not {ctype!r}"
+                ),
+            )
+        body = _json_object(raw)
+        if isinstance(body, Response):
+            return count(route, body)
+        kind = body.get("type")
+        if kind == "url_verification":
+            challenge = body.get("challenge")
+            if not isinstance(challenge, str) or not challenge:
+                return count(
+                    route, problem(400, "invalid_event", "url_verification without a challenge")
+                )
+            return count(route, JSONResponse({"challenge": challenge}))
+        if kind == "app_rate_limited":
+            # Slack tells us it dropped events: nothing to replay, so it must be loud.
+            log.error("Slack rate-limited event delivery to this app: %s", body)
+            return count(route, JSONResponse({"ok": True, "status": "noted"}))
+        if kind != "event_callback":
+            return count(
+                route, problem(400, "unknown_envelope", f"envelope type {str(kind)[:64]!r}")
+            )
+        event_id = as_str(body.get("event_id"))
+        if event_id is None or len(event_id) > MAX_DELIVERY_ID:
+            return count(route, problem(400, "invalid_event", "event_callback without an event_id"))
+        outcome = normalise_slack(body, received_at_ms=clock_ms())
+        if isinstance(outcome, Candidate):
+            return await settle(route, accept, outcome, "")
+        if outcome.reason.split(":", 1)[0] in (
+            "unsupported_event",
+            "missing_field",
+            "invalid_candidate",
+            "unsupported_envelope",
+        ):
+            return count(route, _normalise_refusal(outcome))
+        return await settle(route, skip, f"slack-event:{event_id}", "slack", outcome)
+
+    @router.post("/webhooks/github")
+    async def github_events(request: Request) -> Response:
+        """GitHub webhooks: X-Hub-Signature-256, deduped by X-GitHub-Delivery, ping."""
+        route = "github"
+        try:
+            raw = await read_capped(request, cap)
+        except BodyTooLarge:
+            return count(route, too_large(cap))
+        secret = settings.github_secret()
+        if secret is None:
+            return count(
+                route,
+                problem(
+                    404, "github_not_configured", "set GITHUB_WEBHOOK_SECRET to receive GitHub"
+                ),
+            )
+        verdict = verify_github(request.headers, raw, secret=secret)
+        if isinstance(verdict, Refused):
+            return count(route, _refusal(verdict))
+        event = (request.headers.get("x-github-event") or "").strip().lower()
+        delivery = (request.headers.get("x-github-delivery") or "").strip()
+        if not event:
+            return count(route, problem(400, "missing_header", "X-GitHub-Event is required"))
+        if not delivery or len(delivery) > MAX_DELIVERY_ID or not delivery.isprintable():
+            return count(
+                route, problem(400, "missing_header", "X-GitHub-Delivery is required (a GUID)")
+            )
+        ctype = media_type(request, default="")
+        if ctype == "application/json":
+            body = _json_object(raw)
+        elif ctype == "application/x-www-form-urlencoded":
+            form = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=10)
+            payloads = form.get("payload", [])
+            body = (
+                _json_object(payloads[0].encode())
+                if len(payloads) == 1
+                else problem(400, "invalid_form", "a form body carries exactly one `payload`")
+            )
+        else:
+            return count(
+                route,
+                problem(415, "unsupported_media_type", f"send application/json, not {ctype!r}"),
+            )
+        if isinstance(body, Response):
+            return count(route, body)
+        if event == "ping":
+            return count(route, JSONResponse({"ok": True, "status": "pong"}))
+        if event not in GITHUB_EVENTS:
+            return count(
+                route,
+                problem(
+                    422,
+                    "unsupported_event",
+                    f"{event[:64]}: Seatwire reads {sorted(GITHUB_EVENTS)}; "
+                    "unsubscribe the hook from the rest",
+                ),
+            )
+        view, _ = container.org.current()
+        outcome = normalise_github(
+            event,
+            body,
+            delivery_id=delivery,
+            received_at_ms=clock_ms(),
+            logins=view.github_logins,
+        )
+        if isinstance(outcome, Candidate):
+            return await settle(route, accept, outcome, "")
+        if outcome.reason.split(":", 1)[0] in (
+            "missing_field",
+            "invalid_candidate",
+            "unsupported_envelope",
+        ):
+            return count(route, _normalise_refusal(outcome))
+        # A known event with an action we do not consider (an issue opened, a label added).
+        return await settle(route, skip, f"github:{delivery}", "github", outcome)
+
+    @router.post("/v1/events", status_code=202)
+    async def post_event(request: Request) -> Response:
+        """A normalised `Candidate` from any other source; 202 once it is journalled."""
+        route = "events"
+        if not authorised(request):
+            return count(route, problem(401, "unauthorized", "a valid bearer token is required"))
+        try:
+            raw = await read_capped(request, cap)
+        except BodyTooLarge:
+            return count(route, too_large(cap))
+        ctype = media_type(request)
+        if ctype not in ("application/json", ""):
+            return count(
+                route,
+                problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
+            )
+        try:
+            candidate = Candidate.model_validate_json(raw)
+        except ValidationError as exc:
+            return count(route, invalid("invalid_candidate", exc))
+        fingerprint = hashlib.sha256(candidate.model_dump_json(by_alias=True).encode()).hexdigest()
+        done = await within_budget(budget, accept, candidate, fingerprint)
+        if isinstance(done, Response):
+            return count(route, done)
+        status, body = done
+        return count(route, JSONResponse(body, status_code=202 if status == 200 else status))
+
+    return router
