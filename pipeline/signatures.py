@@ -105,3 +105,27 @@ def verify_github(
     if not hmac.compare_digest(expected, digest):
         return Refused("bad_signature", "the signature does not match the body")
     return Verified()
+
+
+def slack_headers(body: bytes, *, secret: str | bytes, now_s: int) -> dict[str, str]:
+    """The headers Slack sends with `body` at `now_s` (for the demo, tests and benchmarks)."""
+    key = check_secret(secret, "the Slack signing secret")
+    digest = hmac.new(key, f"v0:{now_s}:".encode() + body, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": str(now_s),
+        "X-Slack-Signature": f"v0={digest}",
+    }
+
+
+def github_headers(
+    body: bytes, *, secret: str | bytes, event: str, delivery_id: str
+) -> dict[str, str]:
+    """The headers GitHub sends with `body` for one delivery of `event`."""
+    key = check_secret(secret, "the GitHub webhook secret")
+    return {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id,
+        "X-Hub-Signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
+    }

@@ -1,5 +1,7 @@
 """`seatwire demo`: the bundled scenario pushed over HTTP through a running Seatwire, then a
-table of every decision and the outbox, checked against what each case must end as."""
+table of every decision and the outbox, checked against what each case must end as; then the
+bundled Slack and GitHub stream, signed and posted as those services send it, with the seat
+each event reached and why every other seat found it ambient."""
 
 from __future__ import annotations
 
@@ -11,14 +13,18 @@ from typing import Any
 
 import httpx
 import yaml
+from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.signatures import github_headers, slack_headers
 from workers.embedded import EmbeddedSystem, free_port
 from workers.outbox import read_outbox
-from workers.settings import REPO_ROOT, Settings
+from workers.settings import EMBEDDED_GITHUB_SECRET, EMBEDDED_SLACK_SECRET, REPO_ROOT, Settings
 
 SCENARIO = REPO_ROOT / "examples" / "scenario.yaml"
+INBOUND = REPO_ROOT / "examples" / "inbound.yaml"
+RESOLVED = {"directed", "ambient", "skipped", "failed"}
 FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"}
 
 
@@ -55,7 +61,15 @@ def run_demo(settings: Settings, console: Console) -> int:
     outbox = Path(".seatwire/demo/outbox.jsonl")
     outbox.parent.mkdir(parents=True, exist_ok=True)
     outbox.unlink(missing_ok=True)
-    settings = settings.model_copy(update={"outbox_path": outbox, "outbox_fsync": False})
+    # The demo signs its own stream, so it uses the configured secrets or its own.
+    settings = settings.model_copy(
+        update={
+            "outbox_path": outbox,
+            "outbox_fsync": False,
+            "slack_signing_secret": SecretStr(settings.slack_secret() or EMBEDDED_SLACK_SECRET),
+            "github_webhook_secret": SecretStr(settings.github_secret() or EMBEDDED_GITHUB_SECRET),
+        }
+    )
     # On a real, shared Redis the ledger outlives this run: give the work ids a fresh suffix.
     suffix = "" if settings.embedded else f"-{int(time.time())}"
     system = EmbeddedSystem(settings)
@@ -80,8 +94,14 @@ def run_demo(settings: Settings, console: Console) -> int:
                 posted = resp.json()
                 final = _wait_final(http, posted["trackingId"])
                 results.append((step, posted, final))
+            failures = _report_work(console, results, outbox)
+            failures += replay_inbound(http, settings, console)
     finally:
         system.stop()
+    return 1 if failures else 0
+
+
+def _report_work(console: Console, results: list[Any], outbox: Path) -> int:
 
     table = Table(title="Every decision, written down", show_lines=True)
     for col in (
@@ -154,3 +174,121 @@ def _check(expect: dict[str, Any], posted: dict[str, Any], final: dict[str, Any]
             expect.get("surface", d.get("surface")) == d.get("surface"),
         ]
     )
+
+
+# ---------------------------------------------------------------------------- inbound
+
+
+def _slack_request(
+    step: dict[str, Any], stream: list[dict[str, Any]], i: int, run: int, secret: str
+) -> tuple[str, bytes, dict[str, str]]:
+    """The signed Events API request Slack would send for one step of the stream."""
+    spec = dict(step["slack"])
+    if "twin" in spec:  # Slack's app_mention copy of an earlier message: same channel and ts
+        spec = {**stream[spec["twin"]]["slack"], "as": "app_mention", "ts_of": spec["twin"]}
+    ts = f"{run + spec.get('ts_of', i)}.000100"
+    event: dict[str, Any] = {
+        "type": spec.get("as", "message"),
+        "channel": spec["channel"],
+        "user": spec["user"],
+        "text": spec["text"],
+        "ts": ts,
+        "event_ts": ts,
+    }
+    if event["type"] == "message":
+        event["channel_type"] = spec["type"]
+    if "subtype" in spec:
+        event["subtype"] = spec["subtype"]
+    if "thread" in spec:
+        event["thread_ts"] = f"{run + spec['thread']}.000100"
+    envelope = {
+        "token": "unused-verification-token",
+        "team_id": "T0SEATWIRE",
+        "api_app_id": "A0SEATWIRE",
+        "event": event,
+        "type": "event_callback",
+        "event_id": f"Ev{run}{i:03d}",
+        "event_time": run + i,
+        "authorizations": [
+            {"team_id": "T0SEATWIRE", "user_id": spec.get("audience", "U0SCOUT"), "is_bot": True}
+        ],
+    }
+    body = json.dumps(envelope).encode()
+    return "/webhooks/slack", body, slack_headers(body, secret=secret, now_s=int(time.time()))
+
+
+def _github_request(
+    step: dict[str, Any], i: int, run: int, secret: str
+) -> tuple[str, bytes, dict[str, str]]:
+    body = json.dumps(step["body"]).encode()
+    delivery = f"00000000-{run:012d}-{i:04d}"
+    headers = github_headers(body, secret=secret, event=step["github"], delivery_id=delivery)
+    return "/webhooks/github", body, headers
+
+
+def _wait_resolved(http: httpx.Client, delivery_id: str, timeout_s: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = http.get(f"/v1/trace/{delivery_id}")
+        if resp.status_code == 200 and resp.json()["state"] in RESOLVED:
+            trace: dict[str, Any] = resp.json()
+            return trace
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{delivery_id} not resolved after {timeout_s} s: {resp.text}")
+        time.sleep(0.01)
+
+
+def replay_inbound(http: httpx.Client, settings: Settings, console: Console) -> int:
+    """Post the bundled stream as Slack and GitHub would, and show where each event went."""
+    stream: list[dict[str, Any]] = yaml.safe_load(INBOUND.read_text())
+    run = int(time.time()) * 10  # fresh ts and delivery ids on a Redis that outlives the run
+    slack_secret, github_secret = settings.slack_secret(), settings.github_secret()
+    assert slack_secret is not None and github_secret is not None
+    table = Table(
+        title="Inbound events: who was spoken to, and why the rest were not", show_lines=True
+    )
+    for col in ("#", "event", "received", "reached (why)", "ambient for", "check"):
+        table.add_column(col, overflow="fold")
+    failures = 0
+    for i, step in enumerate(stream):
+        if "slack" in step:
+            path, body, headers = _slack_request(step, stream, i, run, slack_secret)
+        else:
+            path, body, headers = _github_request(step, i, run, github_secret)
+        answers = []
+        for n in range(step.get("deliveries", 1)):
+            retry = {"X-Slack-Retry-Num": str(n), "X-Slack-Retry-Reason": "http_timeout"}
+            resp = http.post(path, content=body, headers={**headers, **(retry if n else {})})
+            if resp.status_code != 200:
+                raise RuntimeError(f"{step['name']}: HTTP {resp.status_code} {resp.text}")
+            answers.append(resp.json())
+        first = answers[0]
+        trace = _wait_resolved(http, first["deliveryId"])
+        reached = [s for s in trace["seats"] if s["directed"]]
+        ambient = [s for s in trace["seats"] if not s["directed"]]
+        if first["status"] == "duplicate":
+            got: Any = "duplicate"
+        elif trace["state"] == "skipped":
+            got = "skipped"
+        else:
+            got = {s["seatId"]: s["reason"] for s in trace["seats"]}
+        ok = got == step["expect"]
+        failures += 0 if ok else 1
+        source = "Slack" if "slack" in step else f"GitHub {step['github']}"
+        table.add_row(
+            str(i + 1),
+            f"{step['name']} [dim]({source})[/dim]",
+            ", ".join(a["status"] for a in answers),
+            "\n".join(f"{s['seatId']}: {s['reason']}, {s['why']}" for s in reached)
+            or (f"skipped: {trace['reason']}" if got == "skipped" else "-"),
+            "\n".join(f"{s['seatId']}: {s['reason']}" for s in ambient) or "-",
+            "[green]ok[/green]" if ok else f"[red]UNEXPECTED[/red] {got}",
+        )
+    console.print(table)
+    for seat in ("scout", "tally"):
+        page = http.get(f"/v1/seats/{seat}/updates").raise_for_status().json()
+        console.print(
+            f"[bold]{seat}[/bold]'s inbox: {len(page['items'])} unacknowledged item(s), "
+            f"acknowledge with position {page['position']}"
+        )
+    return failures

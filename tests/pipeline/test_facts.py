@@ -1,0 +1,165 @@
+"""A seat's facts for one event (from the org file, what was learned, and the delivery's
+audience), and what an event teaches: the membership and thread rules of DESIGN.md section 5."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts import Channel, Directedness
+from pipeline.directedness import aliases_of, resolve_directed
+from pipeline.facts import Known, Learned, facts_for, learn, learn_from_send, places_of
+
+SEAT: dict[str, Any] = {"memberId": "scout", "aliases": ["U0SCOUT"], "names": ["Scout"]}
+ME = aliases_of(SEAT)
+PUBLIC = Channel(id="C1", kind="PUBLIC", member_ids=("ann",))
+PRIVATE = Channel(id="G1", kind="PRIVATE", member_ids=("ann", "scout"))
+PRIVATE_ELSEWHERE = Channel(id="G2", kind="PRIVATE", member_ids=("ann",))
+
+
+def msg(channel: str = "C1", kind: str = "PUBLIC", **kw: Any) -> dict[str, Any]:
+    ids = {
+        "channelId": channel,
+        "messageId": kw.pop("ts", "100.1"),
+        "threadRootId": kw.pop("thread", None),
+    }
+    return {
+        "family": "messaging",
+        "source": "slack",
+        "deliveryId": "d",
+        "ids": ids,
+        "msg": {"authorId": "U0ANN", "body": "", "channelKind": kind, **kw},
+        "atMs": 1,
+    }
+
+
+def facts(candidate: dict[str, Any], known: Known) -> dict[str, Any]:
+    return dict(facts_for(candidate, "scout", ME, known))
+
+
+def reason(candidate: dict[str, Any], known: Known) -> str:
+    return resolve_directed(candidate, SEAT, facts(candidate, known)).reason
+
+
+def test_a_listed_public_channel_is_visible_but_not_joined() -> None:
+    assert facts(msg(), Known(channel=PUBLIC)) == {
+        "visibleChannelIds": ["C1"],
+        "memberChannelIds": [],
+    }
+
+
+def test_a_listed_private_channel_is_visible_only_to_its_members() -> None:
+    """The org file lists who may read a private channel: anyone else must not act on it."""
+    mine = msg("G1", "PRIVATE", mentions=["U0SCOUT"])
+    theirs = msg("G2", "PRIVATE", mentions=["U0SCOUT"])
+    assert facts(mine, Known(channel=PRIVATE))["visibleChannelIds"] == ["G1"]
+    assert facts(theirs, Known(channel=PRIVATE_ELSEWHERE))["visibleChannelIds"] == []
+    assert reason(mine, Known(channel=PRIVATE)) == "mention"
+    assert reason(theirs, Known(channel=PRIVATE_ELSEWHERE)) == "not_visible"
+
+
+def test_a_channel_the_org_file_does_not_list_is_unknown_and_never_blocks() -> None:
+    """Neither hidden nor joined: the keys are absent, which `SeatFacts` reads as unknown."""
+    assert facts(msg("C9", mentions=["U0SCOUT"]), Known()) == {}
+    assert reason(msg("C9", mentions=["U0SCOUT"]), Known()) == "mention"
+
+
+def test_learned_membership_opens_a_private_channel_and_makes_a_dm_mine() -> None:
+    """A seat that sent to a channel belongs to it, whatever the org file says."""
+    learned = Known(channel=PRIVATE_ELSEWHERE, channel_seats=frozenset({"scout"}))
+    assert facts(msg("G2", "PRIVATE"), learned) == {
+        "visibleChannelIds": ["G2"],
+        "memberChannelIds": ["G2"],
+    }
+    dm = msg("D7", "DM", body="are you there?")
+    assert reason(dm, Known(channel_seats=frozenset({"scout"}))) == "dm"
+
+
+def test_an_unlisted_dm_is_mine_only_when_delivered_to_me() -> None:
+    """A DM the org file does not list: the delivery's audience (Slack's authorizations)
+    names the seat's own user, or the DM is not known to be the seat's."""
+    to_me = msg("D7", "DM", body="are you there?", audienceIds=["u0scout"])
+    to_other = msg("D7", "DM", body="are you there?", audienceIds=["U0TALLY"])
+    bare = msg("D7", "DM", body="are you there?")
+    assert facts(to_me, Known()) == {"memberChannelIds": ["D7"]}
+    assert reason(to_me, Known()) == "dm"
+    assert facts(to_other, Known()) == {} and reason(to_other, Known()) == "ambient"
+    assert reason(bare, Known()) == "ambient"
+    # The audience counts only for direct conversations, never for a public channel.
+    public = msg("C9", "PUBLIC", body="hello", audienceIds=["U0SCOUT"])
+    assert facts(public, Known()) == {}
+
+
+def test_a_group_dm_listed_with_the_seat_is_mine() -> None:
+    group = Channel(id="M1", kind="GROUP_DM", member_ids=("ann", "ben", "scout"))
+    assert reason(msg("M1", "GROUP_DM", body="thoughts?"), Known(channel=group)) == "dm"
+
+
+def test_threads_the_seat_spoke_or_was_named_in_are_known_per_thread() -> None:
+    reply = msg(thread="50.0", ts="60.0", body="and then?")
+    assert facts(reply, Known(spoke=frozenset({"scout"})))["spokenThreadIds"] == ["50.0"]
+    assert facts(reply, Known(named=frozenset({"scout"})))["namedThreadIds"] == ["50.0"]
+    assert facts(reply, Known(spoke=frozenset({"tally"})))["spokenThreadIds"] == []
+    assert reason(reply, Known(named=frozenset({"scout"}))) == "thread_participant"
+    assert reason(reply, Known(spoke=frozenset({"tally"}))) == "ambient"
+
+
+def test_an_owned_board_item_is_a_fact_only_for_its_item() -> None:
+    comment = {
+        "family": "board",
+        "source": "github",
+        "deliveryId": "g",
+        "ids": {"channelId": "acme/api", "issueId": "acme/api#7"},
+        "board": {"action": "commented", "actorId": "ann", "body": "any news?"},
+        "atMs": 1,
+    }
+    assert places_of(comment).item_id == "acme/api#7"
+    owned = Known(item_seats=frozenset({"scout"}))
+    assert facts(comment, owned)["ownedItemIds"] == ["acme/api#7"]
+    assert "ownedItemIds" not in facts(comment, Known())
+    assert reason(comment, owned) == "item_activity"
+    assert reason(comment, Known()) == "ambient"
+
+
+def verdict(directed: bool, reason_code: str) -> Directedness:
+    return Directedness(directed=directed, reason=reason_code, why="w")
+
+
+@pytest.mark.parametrize(
+    ("candidate", "given", "listed", "expected"),
+    [
+        # The seat's own message: it has spoken in that thread, or in the thread it may start.
+        (msg(thread="50.0", ts="60.0"), verdict(False, "own_echo"), True, Learned(spoke_in="50.0")),
+        (msg(ts="70.0"), verdict(False, "own_echo"), True, Learned(spoke_in="70.0")),
+        # A reply to the seat's message: the seat spoke in that thread.
+        (msg(thread="50.0"), verdict(True, "reply_to_me"), True, Learned(spoke_in="50.0")),
+        # Named or mentioned: replies in that thread (or under that message) concern it.
+        (msg(thread="50.0"), verdict(True, "mention"), True, Learned(named_in="50.0")),
+        (msg(ts="80.0"), verdict(True, "named"), True, Learned(named_in="80.0")),
+        # A DM the org file does not list becomes the seat's; a listed one teaches nothing.
+        (msg("D7", "DM"), verdict(True, "dm"), False, Learned(joined=True)),
+        (msg("D7", "DM"), verdict(True, "dm"), True, Learned()),
+        # Nothing is learned from what does not concern the seat.
+        (msg(thread="50.0"), verdict(False, "ambient"), True, Learned()),
+        (msg(thread="50.0"), verdict(False, "surface_disabled"), True, Learned()),
+    ],
+)
+def test_what_a_message_teaches(
+    candidate: dict[str, Any], given: Directedness, listed: bool, expected: Learned
+) -> None:
+    assert learn(candidate, given, channel_listed=listed) == expected
+
+
+def test_an_assignment_makes_the_item_the_seats() -> None:
+    assigned = {"family": "board", "ids": {"channelId": "acme/api", "issueId": "acme/api#7"}}
+    assert learn(assigned, verdict(True, "assigned"), channel_listed=False) == Learned(
+        owns_item=True
+    )
+    assert not learn(assigned, verdict(True, "review_requested"), channel_listed=False)
+    assert not learn(assigned, verdict(False, "ambient"), channel_listed=False)
+
+
+def test_a_send_teaches_membership_and_the_thread() -> None:
+    assert learn_from_send("50.0", "60.0") == Learned(spoke_in="50.0", joined=True)
+    assert learn_from_send(None, "60.0") == Learned(spoke_in="60.0", joined=True)
