@@ -145,6 +145,15 @@ def ingress(
         container = bootstrap.build_container(settings, app=app)
     except ConfigError as exc:
         _refuse(exc)
+    for provider, secret in (
+        ("Slack", settings.slack_secret()),
+        ("GitHub", settings.github_secret()),
+    ):
+        if secret is None:
+            console.print(
+                f"[yellow]{provider} webhooks are off[/yellow]: its secret is not set, so "
+                f"/webhooks/{provider.lower()} answers 404"
+            )
     uvicorn.run(
         create_ingress(container, app),
         host=host or settings.host,
