@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
@@ -55,12 +56,17 @@ GITHUB_EVENTS = frozenset(
     {"issues", "pull_request", "issue_comment", "pull_request_review_comment"}
 )
 MAX_DELIVERY_ID = 120
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        if SURROGATE_ESCAPE.search(raw):
+            # A lone `\ud800` parses to a string neither Redis nor an answer can encode;
+            # refuse it here rather than fail (500) later. Paired escapes pass.
+            json.dumps(body, ensure_ascii=False).encode()
+    except (ValueError, RecursionError) as exc:  # also an integer past Python's digit limit
         return problem(400, "invalid_json", f"the body is not JSON: {exc}")
     if not isinstance(body, dict):
         return problem(400, "invalid_json", "the body must be a JSON object")
@@ -254,7 +260,10 @@ def inbound_routes(
         if ctype == "application/json":
             body = _json_object(raw)
         elif ctype == "application/x-www-form-urlencoded":
-            form = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=10)
+            try:
+                form = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=10)
+            except ValueError:  # more than max_num_fields fields
+                form = {}
             payloads = form.get("payload", [])
             body = (
                 _json_object(payloads[0].encode())
