@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     journal_deadline_ms: int = Field(default=300_000, ge=1000)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     ingress_budget_s: float = Field(default=2.5, gt=0)
+    # Slack gives up on an answer after 3 s and retries; answer (503 at worst) well inside it.
+    webhook_budget_s: float = Field(default=1.5, gt=0, le=2.5)
     inbound_retention_ms: int = Field(default=7 * 86_400_000, ge=3 * 86_400_000)
     slack_signing_secret: SecretStr | None = Field(
         default=None,

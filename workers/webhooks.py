@@ -101,7 +101,7 @@ def inbound_routes(
 ) -> APIRouter:
     settings = container.settings
     cap = settings.max_body_bytes
-    budget = settings.ingress_budget_s
+    budget = settings.webhook_budget_s
     router = APIRouter()
 
     def accept(candidate: Candidate, fingerprint: str) -> tuple[int, dict[str, Any]]:
@@ -329,7 +329,7 @@ def inbound_routes(
         except ValidationError as exc:
             return count(route, invalid("invalid_candidate", exc))
         fingerprint = hashlib.sha256(candidate.model_dump_json(by_alias=True).encode()).hexdigest()
-        done = await within_budget(budget, accept, candidate, fingerprint)
+        done = await within_budget(settings.ingress_budget_s, accept, candidate, fingerprint)
         if isinstance(done, Response):
             return count(route, done)
         status, body = done

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -1198,3 +1199,26 @@ def test_fuzzed_candidates_never_fail_and_refusals_write_nothing(
 ):
     """Arbitrary /v1/events requests: never a 5xx, and a 4xx writes nothing."""
     _send_and_check(client, redis_client, "/v1/events", req)
+
+
+# ---------------------------------------------------------------- unavailable
+
+
+def test_broker_down_is_a_quick_503_and_slacks_retry_enqueues(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+):
+    """With the broker unreachable the webhook is answered 503 with Retry-After well inside
+    Slack's 3 s, never 2xx; the journalled entry waits, and Slack's retry enqueues it."""
+    down = _settings(redis_url, tmp_path, broker_url="redis://127.0.0.1:1/0")
+    with _client(down) as c:
+        started = time.monotonic()
+        resp = post_slack(c, MENTION)
+        assert resp.status_code == 503 and resp.headers["Retry-After"]
+        assert time.monotonic() - started < 3
+    [(tracking, entry)] = entries(redis_client).items()
+    assert entry["state"] == "accepted" and "enqueuedAtMs" not in entry
+    with _client(_settings(redis_url, tmp_path)) as c:
+        retry = post_slack(c, MENTION, [*signed_slack(MENTION), ("X-Slack-Retry-Num", "1")])
+        assert retry.status_code == 200 and retry.json()["trackingId"] == tracking
+    assert len(queued(redis_client)) == 1
+    assert "enqueuedAtMs" in entries(redis_client)[tracking]
