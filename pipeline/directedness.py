@@ -12,7 +12,8 @@ Accepts the contracts or their camelCase dicts.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -52,7 +53,9 @@ def aliases_of(seat: Any) -> frozenset[str]:
     return frozenset(_set([s.get("memberId"), *(s.get("aliases") or [])]))
 
 
-def _names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+@lru_cache(maxsize=1024)
+def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    # Memoised: every event is resolved for every seat, and a seat's names seldom change.
     cleaned = sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True)
     if not cleaned:
         return None
@@ -73,12 +76,17 @@ def resolve_directed(
     candidate: Candidate | Mapping[str, Any],
     seat: Seat | Mapping[str, Any],
     facts: SeatFacts | Mapping[str, Any] | None = None,
+    *,
+    aliases: frozenset[str] | None = None,
 ) -> Directedness:
-    """Decide whether `candidate` is addressed to `seat`, given what is known about the seat."""
+    """Decide whether `candidate` is addressed to `seat`, given what is known about the seat.
+
+    `aliases` is `aliases_of(seat)` when the caller holds it prepared (the workers index it once
+    per org load); without it, it is worked out here."""
     c = _plain(candidate)
     s = _plain(seat)
     f = _plain(facts)
-    me = aliases_of(s)
+    me = aliases_of(s) if aliases is None else aliases
     surfaces = s.get("surfaces") or {}
 
     def on(surface: str, verdict: Directedness) -> Directedness:
@@ -122,7 +130,7 @@ def _messaging(c: JSON, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> Direc
     mentions = _set(msg.get("mentions"))
     if mentions & me:
         return on("mention", yes("mention", "mention", "a structured mention of this seat"))
-    pattern = _names_pattern(str(n) for n in (s.get("names") or []))
+    pattern = _names_pattern(tuple(str(n) for n in (s.get("names") or [])))
     if not mentions and pattern is not None and pattern.search(str(msg.get("body") or "")):
         return on(
             "mention",

@@ -117,7 +117,10 @@ class Stages:
         for entry in view.seat_entries:
             seat_id = entry.seat.member_id
             verdict = resolve_directed(
-                wire, entry.wire, facts_for(wire, seat_id, entry.aliases, known)
+                wire,
+                entry.wire,
+                facts_for(wire, seat_id, entry.aliases, known),
+                aliases=entry.aliases,
             )
             taught = learn(wire, verdict, channel_listed=channel is not None)
             resolved.append(Resolved(seat_id, verdict, taught))

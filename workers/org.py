@@ -8,6 +8,7 @@ which would route every ask to `unroutable`.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ def parse_org(text: str, path: Path) -> Org:
             raise ConfigError(
                 f"{path}: seats.{i}.memberId: {seat.member_id!r} is not a member of the org"
             )
-    dupes = {m.id for m in org.members if sum(1 for x in org.members if x.id == m.id) > 1}
+    dupes = {mid for mid, n in Counter(m.id for m in org.members).items() if n > 1}
     if dupes:
         raise ConfigError(f"{path}: members: duplicate id(s) {sorted(dupes)}")
     return org
