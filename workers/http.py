@@ -4,12 +4,11 @@ the budgeted call into the stores, and what counts as "unavailable" (a 503, neve
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import redis
 from fastapi import Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from kombu.exceptions import OperationalError
 from pydantic import ValidationError
@@ -82,12 +81,13 @@ def invalid(error: str, exc: ValidationError) -> JSONResponse:
     )
 
 
-async def within_budget(budget_s: float, fn: Callable[..., T], *args: Any) -> T | JSONResponse:
-    """Run a blocking store call off the event loop; a 503 when it stalls past the budget (so
-    the sender retries, and the journal makes that retry a no-op if this call lands) or when
-    Redis or the broker cannot be reached."""
+async def within_budget(budget_s: float, work: Awaitable[T]) -> T | JSONResponse:
+    """Await a store call; a 503 when it stalls past the budget (so the sender retries, and
+    the journal makes that retry a no-op if this call lands) or when Redis or the broker
+    cannot be reached."""
     try:
-        return await asyncio.wait_for(run_in_threadpool(fn, *args), timeout=budget_s)
+        async with asyncio.timeout(budget_s):  # no extra task, unlike wait_for
+            return await work
     except TimeoutError:
         return problem(
             503, "unavailable", f"journal and enqueue did not finish within {budget_s} s"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from celery import Celery
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from contracts import Seat, Trace, WorkReport
 from contracts.messages import WorkEnvelope
 from workers.bootstrap import Container, now_ms
-from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+from workers.celery_app import Task
 from workers.http import (
     UNAVAILABLE,
     BodyTooLarge,
@@ -35,6 +36,7 @@ from workers.http import (
     within_budget,
 )
 from workers.inbox import AckBeyondLast
+from workers.intake import intake_for
 from workers.webhooks import inbound_routes
 
 
@@ -56,10 +58,18 @@ def create_ingress(
         ["route", "status"],
         registry=registry,
     )
+    intake = intake_for(settings, container.journal, app)
+
+    @asynccontextmanager
+    async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
+        yield
+        await intake.aclose()
+
     api = FastAPI(
         title="Seatwire",
         version="0.1.0",
         description="Work reports in; engagements decided, guarded and sent exactly once.",
+        lifespan=lifespan,
     )
 
     def authorised(request: Request) -> bool:
@@ -83,39 +93,33 @@ def create_ingress(
         requests.labels(route, str(response.status_code)).inc()
         return response
 
-    def journal_and_enqueue(seat_id: str, report: WorkReport) -> tuple[int, dict[str, Any]]:
+    async def journal_and_enqueue(seat_id: str, report: WorkReport) -> tuple[int, dict[str, Any]]:
         tracking = tracking_id_for(seat_id, report.id, report.revision)
         fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
         accepted_at = clock_ms()
-        env = WorkEnvelope(
+        payload = WorkEnvelope(
             tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at, report=report
-        )
-        message = env.to_wire()
-        result = container.journal.accept(
-            tracking,
+        ).model_dump_json(by_alias=True)
+        done = await intake.accept(
+            task=Task.ENGAGEMENT,
+            tracking_id=tracking,
             kind="work",
             seat_id=seat_id,
-            payload=json.dumps(message),
-            now_ms=accepted_at,
+            payload=payload,
             fingerprint=fingerprint,
+            now_ms=accepted_at,
         )
-        if not result.new and result.fingerprint and result.fingerprint != fingerprint:
+        if done.verb == "conflict":
             return 409, {
                 "error": "revision_reused",
                 "message": f"work {report.id} revision {report.revision} was already reported "
                 "with different content; report the change with a higher revision",
                 "trackingId": tracking,
             }
-        if result.new or (result.state == "accepted" and not result.enqueued):
-            if not result.new:
-                stored = container.journal.get(tracking)
-                message = stored["payload"] if stored else message
-            publish(app, Task.ENGAGEMENT, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
-            container.journal.mark_enqueued(tracking, clock_ms())
         return 202, {
             "trackingId": tracking,
-            "status": "accepted" if result.new else "duplicate",
-            "state": result.state,
+            "status": "accepted" if done.new else "duplicate",
+            "state": done.state,
         }
 
     @api.post("/v1/seats/{seat}/work", status_code=202)
@@ -170,7 +174,7 @@ def create_ingress(
                 ),
             )
         done = await within_budget(
-            settings.ingress_budget_s, journal_and_enqueue, known.member_id, report
+            settings.ingress_budget_s, journal_and_enqueue(known.member_id, report)
         )
         if isinstance(done, Response):
             return count(route, done)
@@ -294,7 +298,7 @@ def create_ingress(
         return JSONResponse(trace.to_wire())
 
     api.include_router(
-        inbound_routes(container, app, clock_ms=clock_ms, authorised=authorised, count=count)
+        inbound_routes(container, intake, clock_ms=clock_ms, authorised=authorised, count=count)
     )
 
     @api.get("/healthz")

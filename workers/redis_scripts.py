@@ -8,10 +8,14 @@ from typing import Any
 import redis
 
 
+def script_source(name: str) -> str:
+    """The text of workers/lua/{name}.lua."""
+    return resources.files("workers").joinpath(f"lua/{name}.lua").read_text()
+
+
 def load_script(client: redis.Redis, name: str) -> Any:
     """A registered script (EVALSHA, reloaded by redis-py after a Redis restart)."""
-    source = resources.files("workers").joinpath(f"lua/{name}.lua").read_text()
-    return client.register_script(source)
+    return client.register_script(script_source(name))
 
 
 def text(value: Any) -> str:

@@ -20,12 +20,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from celery import Celery
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
@@ -36,7 +36,7 @@ from pipeline.normalise.github import normalise_github
 from pipeline.normalise.slack import normalise_slack
 from pipeline.signatures import Refused, verify_github, verify_slack
 from workers.bootstrap import Container
-from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+from workers.celery_app import Task
 from workers.http import (
     BodyTooLarge,
     invalid,
@@ -47,6 +47,7 @@ from workers.http import (
     within_budget,
 )
 from workers.inbound import inbound_tracking_id
+from workers.intake import Intake
 
 log = logging.getLogger("seatwire.webhooks")
 
@@ -93,7 +94,7 @@ def _normalise_refusal(skip: Skipped) -> JSONResponse:
 
 def inbound_routes(
     container: Container,
-    app: Celery,
+    intake: Intake,
     *,
     clock_ms: Callable[[], int],
     authorised: Callable[[Request], bool],
@@ -104,41 +105,36 @@ def inbound_routes(
     budget = settings.webhook_budget_s
     router = APIRouter()
 
-    def accept(candidate: Candidate, fingerprint: str) -> tuple[int, dict[str, Any]]:
+    async def accept(candidate: Candidate, fingerprint: str) -> tuple[int, dict[str, Any]]:
         """Journal the event once and enqueue its directedness task; a repeat is a no-op
         (unless an earlier delivery was journalled but never enqueued: then enqueue it now)."""
         tracking = inbound_tracking_id(candidate.delivery_id)
         accepted_at = clock_ms()
-        message = InboundEnvelope(
+        payload = InboundEnvelope(
             tracking_id=tracking, accepted_at_ms=accepted_at, candidate=candidate
-        ).to_wire()
-        result = container.journal.accept(
-            tracking,
+        ).model_dump_json(by_alias=True)
+        done = await intake.accept(
+            task=Task.DIRECTEDNESS,
+            tracking_id=tracking,
             kind="inbound",
             seat_id="",
-            payload=json.dumps(message),
-            now_ms=accepted_at,
+            payload=payload,
             fingerprint=fingerprint,
+            now_ms=accepted_at,
         )
-        if not result.new and fingerprint and result.fingerprint not in ("", fingerprint):
+        if done.verb == "conflict":
             return 409, {
                 "error": "delivery_reused",
                 "message": f"delivery {candidate.delivery_id!r} was already received with "
                 "different content; give a changed event a delivery id of its own",
                 "trackingId": tracking,
             }
-        if result.new or (result.state == "accepted" and not result.enqueued):
-            if not result.new:
-                stored = container.journal.get(tracking)
-                message = stored["payload"] if stored else message
-            publish(app, Task.DIRECTEDNESS, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
-            container.journal.mark_enqueued(tracking, clock_ms())
         return 200, {
             "ok": True,
-            "status": "accepted" if result.new else "duplicate",
+            "status": "accepted" if done.new else "duplicate",
             "deliveryId": candidate.delivery_id,
             "trackingId": tracking,
-            "state": result.state,
+            "state": done.state,
         }
 
     def skip(delivery_id: str, source: str, reason: Skipped) -> tuple[int, dict[str, Any]]:
@@ -161,10 +157,8 @@ def inbound_routes(
             "trackingId": tracking,
         }
 
-    async def settle(
-        route: str, fn: Callable[..., tuple[int, dict[str, Any]]], *args: Any
-    ) -> Response:
-        done = await within_budget(budget, fn, *args)
+    async def settle(route: str, work: Awaitable[tuple[int, dict[str, Any]]]) -> Response:
+        done = await within_budget(budget, work)
         if isinstance(done, Response):
             return count(route, done)
         status, body = done
@@ -219,7 +213,7 @@ def inbound_routes(
             return count(route, problem(400, "invalid_event", "event_callback without an event_id"))
         outcome = normalise_slack(body, received_at_ms=clock_ms())
         if isinstance(outcome, Candidate):
-            return await settle(route, accept, outcome, "")
+            return await settle(route, accept(outcome, ""))
         if outcome.reason.split(":", 1)[0] in (
             "unsupported_event",
             "missing_field",
@@ -227,7 +221,9 @@ def inbound_routes(
             "unsupported_envelope",
         ):
             return count(route, _normalise_refusal(outcome))
-        return await settle(route, skip, f"slack-event:{event_id}", "slack", outcome)
+        return await settle(
+            route, run_in_threadpool(skip, f"slack-event:{event_id}", "slack", outcome)
+        )
 
     @router.post("/webhooks/github")
     async def github_events(request: Request) -> Response:
@@ -298,7 +294,7 @@ def inbound_routes(
             logins=view.github_logins,
         )
         if isinstance(outcome, Candidate):
-            return await settle(route, accept, outcome, "")
+            return await settle(route, accept(outcome, ""))
         if outcome.reason.split(":", 1)[0] in (
             "missing_field",
             "invalid_candidate",
@@ -306,7 +302,7 @@ def inbound_routes(
         ):
             return count(route, _normalise_refusal(outcome))
         # A known event with an action we do not consider (an issue opened, a label added).
-        return await settle(route, skip, f"github:{delivery}", "github", outcome)
+        return await settle(route, run_in_threadpool(skip, f"github:{delivery}", "github", outcome))
 
     @router.post("/v1/events", status_code=202)
     async def post_event(request: Request) -> Response:
@@ -329,7 +325,7 @@ def inbound_routes(
         except ValidationError as exc:
             return count(route, invalid("invalid_candidate", exc))
         fingerprint = hashlib.sha256(candidate.model_dump_json(by_alias=True).encode()).hexdigest()
-        done = await within_budget(settings.ingress_budget_s, accept, candidate, fingerprint)
+        done = await within_budget(settings.ingress_budget_s, accept(candidate, fingerprint))
         if isinstance(done, Response):
             return count(route, done)
         status, body = done

@@ -163,7 +163,10 @@ def queued(r: redis.Redis) -> list[dict[str, Any]]:
     tasks = []
     for raw in r.lrange(DIRECTEDNESS, 0, -1):
         message = json.loads(raw)
-        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        body = message["body"]  # base64 from Celery's publish, plain from the one-script intake
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args, _kwargs, _embed = json.loads(body)
         tasks.append(
             {"id": message["headers"]["id"], "task": message["headers"]["task"], "env": args[0]}
         )

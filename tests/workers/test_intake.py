@@ -1,0 +1,193 @@
+"""The ingress's intake on a real Redis: the hand-built Celery message is the one Celery writes,
+kombu reads it back, and journal + enqueue happen together, once, or not at all."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+import redis
+from kombu import Connection
+
+from workers import keys
+from workers.celery_app import Task, create_app, publish
+from workers.intake import Enqueued, RedisIntake, celery_message, shares_broker
+from workers.settings import Settings
+from workers.stores import Journal
+
+PAYLOAD = {"trackingId": "ev-1", "acceptedAtMs": 5, "candidate": {"deliveryId": "d-1"}}
+# What differs per message or per process, by design (uuid4s, pid@host).
+UNIQUE = {("properties", "delivery_tag"), ("properties", "reply_to"), ("headers", "origin")}
+
+
+def _fields(message: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    out: dict[tuple[str, str], Any] = {}
+    for part in ("headers", "properties"):
+        for name, value in message[part].items():
+            out[(part, name)] = value
+    for name in ("content-encoding", "content-type"):
+        out[("", name)] = message[name]
+    return out
+
+
+def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_url: str):
+    """Every header and property Celery's own publish writes to the Redis list, with the same
+    values (but the per-message ids), and the same body (not base64-encoded)."""
+    app = create_app(Settings(redis_url=redis_url, api_token="t"), register=False)
+    publish(app, Task.DIRECTEDNESS, "ev-1", PAYLOAD)
+    theirs = json.loads(redis_client.lpop("directedness"))  # type: ignore[arg-type]
+    ours = json.loads(celery_message(Task.DIRECTEDNESS, "ev-1", json.dumps(PAYLOAD)))
+    a, b = _fields(theirs), _fields(ours)
+    # Ours carries the body as a plain JSON string: no `body_encoding` (kombu: not encoded).
+    assert a.pop(("properties", "body_encoding")) == "base64"
+    assert a.keys() == b.keys()
+    assert {k: v for k, v in a.items() if k not in UNIQUE} == {
+        k: v for k, v in b.items() if k not in UNIQUE
+    }
+    assert json.loads(base64.b64decode(theirs["body"])) == json.loads(ours["body"])
+
+
+def test_kombu_reads_the_message_back(redis_client: redis.Redis, redis_url: str):
+    """Written by the script (which fills in the body) and consumed through kombu's Redis
+    transport, as a worker does: the task, its id and its argument, byte for byte."""
+    intake = RedisIntake(redis_url, deadline_ms=60_000)
+    odd = {**PAYLOAD, "text": 'quotes " slashes / \\ and ünïcödé ✓ \n'}
+
+    async def go() -> Enqueued:
+        try:
+            return await intake.accept(
+                task=Task.ENGAGEMENT,
+                tracking_id="wr-1",
+                kind="work",
+                seat_id="scout",
+                payload=json.dumps(odd, ensure_ascii=False),
+                fingerprint="f",
+                now_ms=10,
+            )
+        finally:
+            await intake.aclose()
+
+    assert asyncio.run(go()).verb == "new"
+    with Connection(redis_url) as conn:
+        queue = conn.SimpleQueue("engagement")
+        message = queue.get(timeout=2)
+        message.ack()
+        queue.close()
+    assert message.headers["task"] == "seatwire.engagement"
+    assert message.headers["id"] == "wr-1:engagement"
+    args, kwargs, _embed = message.decode()
+    assert (args, kwargs) == ([odd], {})
+
+
+@pytest.fixture
+def accept(redis_url: str) -> Any:
+    intake = RedisIntake(redis_url, deadline_ms=60_000)
+
+    def call(fingerprint: str = "f", now_ms: int = 10) -> str:
+        async def go() -> str:
+            try:
+                done = await intake.accept(
+                    task=Task.DIRECTEDNESS,
+                    tracking_id="ev-1",
+                    kind="inbound",
+                    seat_id="",
+                    payload=json.dumps(PAYLOAD),
+                    fingerprint=fingerprint,
+                    now_ms=now_ms,
+                )
+                return done.verb
+            finally:
+                await intake.aclose()
+
+        return asyncio.run(go())
+
+    return call
+
+
+def test_journal_and_enqueue_together_and_once(redis_client: redis.Redis, accept: Any):
+    """The first delivery writes the entry (enqueued) and one message; a repeat only counts."""
+    assert accept() == "new"
+    entry = redis_client.hgetall(keys.journal("ev-1"))
+    assert entry[b"state"] == b"accepted" and entry[b"enqueuedAtMs"] == b"10"
+    assert redis_client.zscore(keys.JOURNAL_OPEN, "ev-1") == 60_010
+    assert accept(now_ms=20) == "duplicate"
+    assert redis_client.llen("directedness") == 1
+    assert redis_client.hget(keys.journal("ev-1"), "deliveries") == b"2"
+
+
+def test_a_conflicting_repeat_changes_nothing(redis_client: redis.Redis, accept: Any):
+    accept()
+    before = redis_client.hgetall(keys.journal("ev-1"))
+    assert accept(fingerprint="other") == "conflict"
+    assert redis_client.hgetall(keys.journal("ev-1")) == before
+    assert redis_client.llen("directedness") == 1
+
+
+def test_an_entry_journalled_but_never_enqueued_is_enqueued_by_the_repeat(
+    redis_client: redis.Redis, accept: Any
+):
+    """A publish that failed after the journal write (the thread path) is mended by a retry."""
+    Journal(redis_client).accept(
+        "ev-1", kind="inbound", seat_id="", payload="{}", now_ms=1, fingerprint="f"
+    )
+    assert accept(now_ms=30) == "requeued"
+    assert redis_client.llen("directedness") == 1
+    assert redis_client.hget(keys.journal("ev-1"), "enqueuedAtMs") == b"30"
+    assert accept() == "duplicate" and redis_client.llen("directedness") == 1
+
+
+@pytest.mark.parametrize(
+    ("redis_url", "broker_url", "shared"),
+    [
+        ("redis://h:6379/0", None, True),
+        ("redis://h:6379/0", "redis://h:6379/0", True),
+        ("rediss://h:6380/2", None, True),
+        ("redis://h:6379/0", "redis://h:6379/1", False),  # another database
+        ("redis://h:6379/0", "amqp://guest@h//", False),
+        (None, None, False),  # embedded: the in-memory broker
+    ],
+)
+def test_the_one_script_path_is_taken_only_on_the_brokers_own_redis(
+    redis_url: str | None, broker_url: str | None, shared: bool
+):
+    settings = Settings(redis_url=redis_url, broker_url=broker_url, api_token="t")
+    assert shares_broker(settings) is shared
+
+
+def test_concurrent_accepts_share_round_trips_and_each_gets_its_own_answer(
+    redis_client: redis.Redis, redis_url: str
+):
+    """Sixty requests at once, twenty events three times each: each event is journalled and
+    enqueued once, and every request hears its own verdict. A script flush (Redis restarted
+    without its scripts) in between is mended by loading it again."""
+    intake = RedisIntake(redis_url, deadline_ms=60_000)
+
+    async def one(n: int) -> str:
+        done = await intake.accept(
+            task=Task.DIRECTEDNESS,
+            tracking_id=f"ev-{n}",
+            kind="inbound",
+            seat_id="",
+            payload=json.dumps({**PAYLOAD, "trackingId": f"ev-{n}"}),
+            fingerprint="f",
+            now_ms=10,
+        )
+        return done.verb
+
+    async def go() -> tuple[list[str], list[str]]:
+        try:
+            first = await asyncio.gather(*(one(n % 20) for n in range(60)))
+            redis_client.script_flush()
+            again = await asyncio.gather(*(one(n) for n in range(15, 25)))
+            return list(first), list(again)
+        finally:
+            await intake.aclose()
+
+    first, again = asyncio.run(go())
+    assert sorted(first) == ["duplicate"] * 40 + ["new"] * 20
+    assert again == ["duplicate"] * 5 + ["new"] * 5
+    assert redis_client.llen("directedness") == 25
+    assert {redis_client.hget(keys.journal(f"ev-{n}"), "deliveries") for n in range(15)} == {b"3"}

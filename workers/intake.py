@@ -1,0 +1,340 @@
+"""How the ingress journals an event and enqueues its first task before it answers 2xx.
+
+Two ways, one contract (`Intake.accept`):
+
+- `RedisIntake`, when the Celery broker IS the stores' Redis (the default: only
+  SEATWIRE_REDIS_URL set). The journal entry and the Celery message are written by one Lua
+  script (workers/lua/journal_enqueue.lua): atomic, one round trip, awaited on the event loop.
+  Celery's `send_task` costs about 0.4 ms of CPU a message and a worker thread per request;
+  this is what lets one ingress process keep up with Slack. The message is Celery's protocol-2
+  message exactly as kombu's Redis transport stores it (`celery_message`);
+  tests/workers/test_intake.py pins it to what Celery itself writes.
+- `CeleryIntake`, for any other broker (another Redis, RabbitMQ, the embedded in-memory one):
+  journal, then Celery's publish, then mark the entry enqueued, in a worker thread.
+
+Either way a repeat of an event is a no-op, an entry journalled earlier but never enqueued is
+enqueued by the repeat, and a repeat with other content (`fingerprint`) is a conflict that
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from celery import Celery
+from fastapi.concurrency import run_in_threadpool
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import NoScriptError
+
+from workers import keys
+from workers.celery_app import INGRESS_PUBLISH_RETRY, TASK_QUEUE, Task, publish, task_id
+from workers.redis_scripts import script_source, text
+from workers.settings import Settings
+from workers.stores import Journal
+
+Verb = Literal["new", "requeued", "duplicate", "conflict"]
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    verb: Verb
+    state: str  # the journal entry's state (before this call, for a repeat)
+
+    @property
+    def new(self) -> bool:
+        return self.verb == "new"
+
+
+class Intake(Protocol):
+    async def accept(
+        self,
+        *,
+        task: Task,
+        tracking_id: str,
+        kind: str,
+        seat_id: str,
+        payload: str,
+        fingerprint: str,
+        now_ms: int,
+    ) -> Enqueued: ...
+
+    async def aclose(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- the wire message
+
+_EMBED = '{"callbacks": null, "errbacks": null, "chain": null, "chord": null}'
+_ORIGIN = f"gen{os.getpid()}@{socket.gethostname()}"
+_REPLY_TO = str(uuid.uuid4())
+
+
+def celery_body(payload: str) -> str:
+    """Celery's protocol-2 body for one positional argument (a JSON object)."""
+    return f"[[{payload}], {{}}, {_EMBED}]"
+
+
+def _template(task: Task) -> str:
+    """The message of `task` as JSON, with @tid@, @argsrepr@ and @tag@ left to fill in (the
+    ids are tracking ids and uuids: nothing in them needs escaping)."""
+    queue = TASK_QUEUE[task].value
+    message: dict[str, Any] = {
+        "body": "@body@",
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": task.value,
+            "id": "@tid@",
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "root_id": "@tid@",
+            "parent_id": None,
+            "argsrepr": "@argsrepr@",
+            "kwargsrepr": "{}",
+            "origin": _ORIGIN,
+            "ignore_result": None,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": {},
+        },
+        "properties": {
+            "correlation_id": "@tid@",
+            "reply_to": _REPLY_TO,
+            "argsrepr": "@argsrepr@",
+            "kwargsrepr": "{}",
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "delivery_tag": "@tag@",
+        },
+    }
+    return json.dumps(message)
+
+
+_TEMPLATES = {task: _template(task) for task in Task}
+
+
+def celery_message(task: Task, tracking_id: str, payload: str | None = None) -> str:
+    """The message `publish(app, task, tracking_id, json.loads(payload))` puts on the broker:
+    Celery task protocol 2, JSON, as kombu's Redis transport stores it — except that the body
+    is a plain JSON string (no `body_encoding`, which kombu reads as "not encoded") rather
+    than base64. Without `payload` the body is left as `"@body@"`, for the script to fill in
+    from the journal payload it is given anyway (the event then crosses the wire once)."""
+    message = (
+        _TEMPLATES[task]
+        .replace("@tid@", task_id(tracking_id, TASK_QUEUE[task]))
+        .replace("@argsrepr@", f"[{tracking_id}]")
+        .replace("@tag@", str(uuid.uuid4()))
+    )
+    if payload is not None:
+        message = message.replace('"@body@"', json.dumps(celery_body(payload)))
+    return message
+
+
+# --------------------------------------------------------------------------- the two intakes
+
+
+def shares_broker(settings: Settings) -> bool:
+    """True when the Celery broker is the stores' own Redis database (same URL)."""
+    url = settings.redis_url
+    if url is None or settings.broker_url not in (None, url):
+        return False
+    return urlsplit(url).scheme in ("redis", "rediss")
+
+
+class _GroupCommit:
+    """The scripts of concurrent requests, sent to Redis as one pipeline per round trip.
+
+    A request queues its script call and awaits its own reply. One flush at a time is in
+    flight; whatever arrives meanwhile goes in the next one, so under load a round trip
+    carries many events and costs each a fraction of a command's client overhead (redis-py's
+    per-command work is most of what an accept costs). Each script is atomic on its own and
+    idempotent for its event, so a batch that fails is failed back to every caller (a 503;
+    the sender retries) and a batch re-sent after NOSCRIPT changes nothing twice.
+    """
+
+    def __init__(self, client: aioredis.Redis, source: str) -> None:
+        self.client = client
+        self.source = source
+        self.sha: str | None = None
+        self.pending: list[tuple[list[Any], asyncio.Future[Any]]] = []
+        self.flushing: asyncio.Task[None] | None = None
+
+    async def call(self, args: list[Any]) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append((args, future))
+        if self.flushing is None:
+            self.flushing = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                try:
+                    replies = await self._run(batch)
+                except Exception as exc:  # the connection failed: every caller learns it
+                    replies = [exc] * len(batch)
+                for (_, future), reply in zip(batch, replies, strict=True):
+                    if future.done():  # its request gave up (budget): the reply is unread
+                        continue
+                    if isinstance(reply, Exception):
+                        future.set_exception(reply)
+                    else:
+                        future.set_result(reply)
+        finally:
+            self.flushing = None
+
+    async def _run(self, batch: list[tuple[list[Any], asyncio.Future[Any]]]) -> list[Any]:
+        for _ in range(2):
+            if self.sha is None:
+                self.sha = str(await self.client.script_load(self.source))
+            pipe = self.client.pipeline(transaction=False)
+            for args, _ in batch:
+                pipe.evalsha(self.sha, *args)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            if not any(isinstance(r, NoScriptError) for r in replies):
+                return replies
+            self.sha = None  # Redis restarted without the script: load it, send again
+        return replies
+
+
+class RedisIntake:
+    """Journal + enqueue in one script on the broker's own Redis, from the event loop."""
+
+    def __init__(self, url: str, *, deadline_ms: int) -> None:
+        self.url = url
+        self.deadline_ms = deadline_ms
+        self._source = script_source("journal_enqueue")
+        self._clients: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
+
+    def _for_this_loop(self) -> _GroupCommit:
+        """A client per event loop (a connection belongs to the loop that opened it)."""
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is None:
+            client = aioredis.Redis.from_url(
+                self.url,
+                socket_timeout=2,
+                socket_connect_timeout=2,
+                health_check_interval=30,
+                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=2),
+            )
+            found = _GroupCommit(client, self._source)
+            self._clients[loop] = found
+        return found
+
+    async def accept(
+        self,
+        *,
+        task: Task,
+        tracking_id: str,
+        kind: str,
+        seat_id: str,
+        payload: str,
+        fingerprint: str,
+        now_ms: int,
+    ) -> Enqueued:
+        verb, state, _stored = await self._for_this_loop().call(
+            [
+                3,
+                keys.journal(tracking_id),
+                keys.JOURNAL_OPEN,
+                TASK_QUEUE[task].value,
+                tracking_id,
+                kind,
+                seat_id,
+                payload,
+                now_ms,
+                now_ms + self.deadline_ms,
+                fingerprint,
+                celery_message(task, tracking_id),
+                _EMBED,
+            ]
+        )
+        return Enqueued(verb=text(verb), state=text(state))  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        found = self._clients.pop(loop, None)
+        if found is not None:
+            if found.flushing is not None:
+                await asyncio.wait([found.flushing])
+            await found.client.aclose()
+
+
+class CeleryIntake:
+    """Journal, publish through Celery, mark enqueued: for a broker that is not the stores'."""
+
+    def __init__(self, journal: Journal, app: Celery) -> None:
+        self.journal = journal
+        self.app = app
+
+    def _accept(
+        self,
+        task: Task,
+        tracking_id: str,
+        kind: str,
+        seat_id: str,
+        payload: str,
+        fingerprint: str,
+        now_ms: int,
+    ) -> Enqueued:
+        result = self.journal.accept(
+            tracking_id,
+            kind=kind,
+            seat_id=seat_id,
+            payload=payload,
+            now_ms=now_ms,
+            fingerprint=fingerprint,
+        )
+        if not result.new and fingerprint and result.fingerprint not in ("", fingerprint):
+            return Enqueued("conflict", result.state)
+        if not result.new and not (result.state == "accepted" and not result.enqueued):
+            return Enqueued("duplicate", result.state)
+        message = json.loads(payload)
+        if not result.new:
+            stored = self.journal.get(tracking_id)
+            message = stored["payload"] if stored else message
+        publish(self.app, task, tracking_id, message, retry_policy=INGRESS_PUBLISH_RETRY)
+        self.journal.mark_enqueued(tracking_id, now_ms)
+        return Enqueued("new" if result.new else "requeued", result.state)
+
+    async def accept(
+        self,
+        *,
+        task: Task,
+        tracking_id: str,
+        kind: str,
+        seat_id: str,
+        payload: str,
+        fingerprint: str,
+        now_ms: int,
+    ) -> Enqueued:
+        return await run_in_threadpool(
+            self._accept, task, tracking_id, kind, seat_id, payload, fingerprint, now_ms
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def intake_for(settings: Settings, journal: Journal, app: Celery) -> Intake:
+    if shares_broker(settings):
+        assert settings.redis_url is not None
+        return RedisIntake(settings.redis_url, deadline_ms=settings.journal_deadline_ms)
+    return CeleryIntake(journal, app)
