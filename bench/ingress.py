@@ -67,6 +67,7 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "pipeline" / "fixtures" / "slack" / "message_channel_mention.json"
 SECRET = "bench-slack-signing-secret"
 HOST = "127.0.0.1"
+KEEPALIVE_EXPIRY_S = 4.0
 SEATWIRE_PATH = "/webhooks/slack"
 ACCEPTED = b'"status":"accepted"'
 
@@ -253,7 +254,9 @@ async def open_loop(
     port: int, requests: list[bytes], *, rate: float, expect: bytes | None, idle_conns: int
 ) -> tuple[list[float], list[float], Counter[str], int]:
     """Start request i at t0 + i/rate, whatever the answers before it are doing."""
-    idle = [await Connection.open(port) for _ in range(idle_conns)]
+    # (connection, when it was last used); a connection idle longer than KEEPALIVE_EXPIRY_S is
+    # dropped before reuse, as an HTTP client does: uvicorn closes idle ones after 5 s.
+    idle = [(await Connection.open(port), time.perf_counter()) for _ in range(idle_conns)]
     latencies: list[float] = []
     lags: list[float] = []
     refused: Counter[str] = Counter()
@@ -261,9 +264,13 @@ async def open_loop(
 
     async def one(request: bytes, due: float) -> None:
         nonlocal opened
-        if idle:
-            conn = idle.pop()
-        else:
+        conn = None
+        while idle and conn is None:
+            conn, used = idle.pop()
+            if time.perf_counter() - used > KEEPALIVE_EXPIRY_S:
+                conn.close()
+                conn = None
+        if conn is None:
             opened += 1
             conn = await Connection.open(port)
         lags.append(time.perf_counter() - due)
@@ -271,7 +278,7 @@ async def open_loop(
         latencies.append(time.perf_counter() - due)
         if not ok(status, body, expect):
             refused[f"{status} {body[:80].decode(errors='replace')}"] += 1
-        idle.append(conn)
+        idle.append((conn, time.perf_counter()))
 
     tasks = []
     t0 = time.perf_counter() + 0.05
@@ -284,7 +291,7 @@ async def open_loop(
     for t in await asyncio.gather(*tasks, return_exceptions=True):
         if isinstance(t, BaseException):
             raise t
-    for conn in idle:
+    for conn, _used in idle:
         conn.close()
     return [1e3 * x for x in latencies], [1e3 * x for x in lags], refused, opened
 

@@ -17,6 +17,7 @@ from typing import Any
 from celery import Celery
 from fastapi import FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from pydantic import ValidationError
@@ -37,7 +38,7 @@ from workers.http import (
 )
 from workers.inbox import AckBeyondLast
 from workers.intake import intake_for
-from workers.webhooks import inbound_routes
+from workers.webhooks import inbound_routes, provider_paths
 
 
 def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:
@@ -300,6 +301,20 @@ def create_ingress(
     api.include_router(
         inbound_routes(container, intake, clock_ms=clock_ms, authorised=authorised, count=count)
     )
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            schema = get_openapi(
+                title=api.title,
+                version=api.version,
+                description=api.description,
+                routes=api.routes,
+            )
+            schema["paths"].update(provider_paths())
+            api.openapi_schema = schema
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
 
     @api.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -244,7 +244,21 @@ def test_health_ready_and_openapi(client: TestClient):
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["checks"] == {"redis": "ok", "broker": "ok"}
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/v1/seats/{seat}/work", "/v1/ledger", "/healthz", "/readyz"} <= set(paths)
+    assert {
+        "/v1/seats/{seat}/work",
+        "/v1/ledger",
+        "/healthz",
+        "/readyz",
+        "/v1/events",
+        "/v1/trace/{delivery_id}",
+        "/v1/seats/{seat}/updates",
+        "/v1/seats/{seat}/updates/ack",
+    } <= set(paths)
+    # The provider routes are plain Starlette routes, listed by hand.
+    for provider in ("slack", "github"):
+        operation = paths[f"/webhooks/{provider}"]["post"]
+        assert operation["operationId"] == f"{provider}_events"
+        assert {"200", "401", "413", "415", "503"} <= set(operation["responses"])
 
 
 def test_ledger_and_work_need_the_token(client: TestClient):
