@@ -7,14 +7,17 @@ that bear on this event; a fact nobody knows stays `None`, which never blocks (D
 section 5). `learn` says what the event and its verdict add to the seat's facts, so the next
 reply in the thread finds the seat.
 
-Where membership comes from, in order:
-- the org file: a channel it lists is visible to a seat when public or when the seat is a
-  member, and the seat belongs to it when the file says so;
-- what Seatwire learned: the channels a seat sent to, and direct conversations a provider
-  delivered to the seat's own user (Slack's `authorizations`, `msg.audienceIds`);
-- otherwise unknown: a channel neither lists is neither hidden from a seat nor counted as
-  one it belongs to. A DM the org file does not list is the seat's only when the delivery
-  names the seat as its audience or the seat has sent there.
+Where membership comes from:
+- the org file, for a channel it lists, and only the org file: the channel is visible to a
+  seat when it is public or the seat is a member, and the seat belongs to it when the file
+  says so. Removing a seat from a private channel there takes effect at once, whatever the
+  seat did in it before;
+- for a channel the file does not list, what Seatwire learned: the channels a seat sent to,
+  and direct conversations a provider delivered to the seat's own user (Slack's
+  `authorizations`, `msg.audienceIds`);
+- otherwise unknown: a channel neither knows is neither hidden from a seat nor counted as
+  one it belongs to, so a DM there reaches a seat only by a mention, by name, or in a
+  thread the seat is in.
 """
 
 from __future__ import annotations
@@ -81,19 +84,19 @@ def facts_for(candidate: JSON, seat_id: str, aliases: frozenset[str], known: Kno
     place = places_of(candidate)
     channel_id = place.channel_id
     facts: dict[str, Any] = {}
-    if channel_id is not None:
-        listed = known.channel
-        learned = seat_id in known.channel_seats
-        member = learned or (listed is not None and seat_id in listed.member_ids)
+    listed = known.channel
+    if channel_id is not None and listed is not None:
+        member = seat_id in listed.member_ids
+        visible = member or listed.kind not in PRIVATE_KINDS
+        facts["visibleChannelIds"] = [channel_id] if visible else []
+        facts["memberChannelIds"] = [channel_id] if member else []
+    elif channel_id is not None:
+        member = seat_id in known.channel_seats
         msg = candidate.get("msg") or {}
         if not member and msg.get("channelKind") in ("DM", "GROUP_DM"):
             audience = {str(a).strip().casefold() for a in msg.get("audienceIds") or ()}
             member = bool(audience & aliases)
-        if listed is not None:
-            visible = member or listed.kind not in PRIVATE_KINDS
-            facts["visibleChannelIds"] = [channel_id] if visible else []
-            facts["memberChannelIds"] = [channel_id] if member else []
-        elif member:
+        if member:
             facts["memberChannelIds"] = [channel_id]
     if place.thread_root_id is not None:
         facts["spokenThreadIds"] = [place.thread_root_id] if seat_id in known.spoke else []

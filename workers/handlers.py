@@ -6,6 +6,7 @@ Every handler is safe to run twice for the same message (redelivery is normal on
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from workers.inbound import InboundStore, Recorded, Resolved
 from workers.org import OrgSource
 from workers.outbox import Outbound
 from workers.stores import Journal, Ledger
+
+log = logging.getLogger("seatwire.handlers")
 
 
 def idempotency_id(decision: EngagementDecision, attempt: int) -> str:
@@ -323,12 +326,6 @@ class Stages:
             ask=ask,
             result=result,
         )
-        # Before the outcome, so a retry after a crash here learns it again (set additions).
-        self.inbound.learn(
-            env.seat_id,
-            Places(channel_id=result.channel_id, thread_root_id=None, item_id=None),
-            learn_from_send(ask.thread_root_id, result.message_id),
-        )
         verb = self.ledger.finish(
             env.tracking_id,
             outcome="engaged",
@@ -340,6 +337,16 @@ class Stages:
             channel_id=result.channel_id,
             idempotency_id=ask.idempotency_id,
         )
+        # After the outcome, and best-effort: the ask is out and recorded whatever happens
+        # here; the seat's own message echoed back by the provider teaches the thread again.
+        try:
+            self.inbound.learn(
+                env.seat_id,
+                Places(channel_id=result.channel_id, thread_root_id=None, item_id=None),
+                learn_from_send(ask.thread_root_id, result.message_id),
+            )
+        except redis.RedisError as exc:
+            log.warning("could not record what %s's send taught: %s", env.seat_id, exc)
         return "engaged" if verb in ("ok", "done") else verb
 
     def _ask(self, env: ReservedEnvelope, verdict: GuardrailVerdict) -> OutboundAsk:

@@ -161,6 +161,7 @@ class InboundStore:
                     summary,
                     len(resolved),
                     len(facts),
+                    tracking_id,
                     *seat_args,
                     *(seat for _, seat in facts),
                 ],

@@ -88,14 +88,19 @@ class OrgView:
 
     @classmethod
     def of(cls, org: Org) -> OrgView:
+        members = {m.id: m for m in org.members}
         seats: dict[str, Seat] = {}
-        for seat in org.seats:
-            for ident in (seat.member_id, *seat.aliases):
-                seats.setdefault(ident.strip().lower(), seat)
         entries = []
         for seat in org.seats:
+            # A seat answers to its own aliases AND its member's (a Slack id written on the
+            # member only must still make `<@U…>` a mention and the seat's message an echo).
+            member = members.get(seat.member_id)
             wire = seat.to_wire()
-            entries.append(SeatEntry(seat=seat, wire=wire, aliases=aliases_of(wire)))
+            wire["aliases"] = [*seat.aliases, *(member.aliases if member else ())]
+            entry = SeatEntry(seat=seat, wire=wire, aliases=aliases_of(wire))
+            entries.append(entry)
+            for ident in entry.aliases:
+                seats.setdefault(ident, seat)
         # A member alias `github:<login>` maps that GitHub login to the member.
         logins = {
             alias.strip()[len(GITHUB_ALIAS) :].lower(): member.id
@@ -115,8 +120,8 @@ class OrgView:
         )
 
     def seat(self, ident: str) -> Seat | None:
-        """A seat by member id or any of its aliases (case-insensitive)."""
-        return self.seats.get(ident.strip().lower())
+        """A seat by member id or any of its or its member's aliases (case-insensitive)."""
+        return self.seats.get(ident.strip().casefold())
 
 
 @dataclass

@@ -54,6 +54,7 @@ class Journal:
         self.retention_ms = retention_ms
         self._accept = load_script(client, "journal_accept")
         self._skip = load_script(client, "journal_skip")
+        self._fail = load_script(client, "journal_fail")
         self._decide = load_script(client, "decision_record")
 
     def accept(
@@ -108,22 +109,15 @@ class Journal:
     def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
         self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)
 
-    def fail(self, tracking_id: str, *, stage: str, error: str, now_ms: int) -> None:
+    def fail(self, tracking_id: str, *, stage: str, error: str, now_ms: int) -> str:
         """A stage gave up on this entry: record where and why, and keep it findable in the
-        failed index (the operator's to inspect and replay), never just out of the open one."""
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(
-            keys.journal(tracking_id),
-            mapping={
-                "state": "failed",
-                "failedStage": stage,
-                "error": error[:2000],
-                "updatedAtMs": now_ms,
-            },
+        failed index (the operator's to inspect and replay), never just out of the open one.
+        An entry already final keeps its state (returned), and a missing one is `missing`."""
+        verdict = self._fail(
+            keys=[keys.journal(tracking_id), keys.JOURNAL_OPEN, keys.JOURNAL_FAILED],
+            args=[tracking_id, stage, error[:2000], now_ms, *sorted(FINAL_STATES)],
         )
-        pipe.zadd(keys.JOURNAL_FAILED, {tracking_id: now_ms})
-        pipe.zrem(keys.JOURNAL_OPEN, tracking_id)
-        pipe.execute()
+        return text(verdict)
 
     def failed(self, limit: int = 100) -> list[str]:
         """Tracking ids a stage gave up on, newest first."""

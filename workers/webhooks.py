@@ -167,49 +167,51 @@ def inbound_routes(
     async def slack_events(request: Request) -> Response:
         """Slack's Events API: v0 signature, url_verification, events deduped by delivery."""
         route = "slack"
+
+        def answer(response: Response) -> Response:
+            # A refusal is final: Slack must not retry it (three retries of every refused
+            # event count against the app's delivery success, which Slack can disable).
+            if 400 <= response.status_code < 500:
+                response.headers["X-Slack-No-Retry"] = "1"
+            return count(route, response)
+
         try:
             raw = await read_capped(request, cap)
         except BodyTooLarge:
-            return count(route, too_large(cap))
+            return answer(too_large(cap))
         secret = settings.slack_secret()
         if secret is None:
-            return count(
-                route,
+            return answer(
                 problem(404, "slack_not_configured", "set SLACK_SIGNING_SECRET to receive Slack"),
             )
         verdict = verify_slack(request.headers, raw, secret=secret, now_s=clock_ms() // 1000)
         if isinstance(verdict, Refused):
-            return count(route, _refusal(verdict))
+            return answer(_refusal(verdict))
         ctype = media_type(request, default="")
         if ctype != "application/json":
-            return count(
-                route,
+            return answer(
                 problem(
                     415, "unsupported_media_type", f"Events API bodies are JSON, not {ctype!r}"
                 ),
             )
         body = _json_object(raw)
         if isinstance(body, Response):
-            return count(route, body)
+            return answer(body)
         kind = body.get("type")
         if kind == "url_verification":
             challenge = body.get("challenge")
             if not isinstance(challenge, str) or not challenge:
-                return count(
-                    route, problem(400, "invalid_event", "url_verification without a challenge")
-                )
-            return count(route, JSONResponse({"challenge": challenge}))
+                return answer(problem(400, "invalid_event", "url_verification without a challenge"))
+            return answer(JSONResponse({"challenge": challenge}))
         if kind == "app_rate_limited":
             # Slack tells us it dropped events: nothing to replay, so it must be loud.
             log.error("Slack rate-limited event delivery to this app: %s", body)
-            return count(route, JSONResponse({"ok": True, "status": "noted"}))
+            return answer(JSONResponse({"ok": True, "status": "noted"}))
         if kind != "event_callback":
-            return count(
-                route, problem(400, "unknown_envelope", f"envelope type {str(kind)[:64]!r}")
-            )
+            return answer(problem(400, "unknown_envelope", f"envelope type {str(kind)[:64]!r}"))
         event_id = as_str(body.get("event_id"))
         if event_id is None or len(event_id) > MAX_DELIVERY_ID:
-            return count(route, problem(400, "invalid_event", "event_callback without an event_id"))
+            return answer(problem(400, "invalid_event", "event_callback without an event_id"))
         outcome = normalise_slack(body, received_at_ms=clock_ms())
         if isinstance(outcome, Candidate):
             return await settle(route, accept(outcome, ""))
@@ -219,7 +221,7 @@ def inbound_routes(
             "invalid_candidate",
             "unsupported_envelope",
         ):
-            return count(route, _normalise_refusal(outcome))
+            return answer(_normalise_refusal(outcome))
         return await settle(
             route, run_in_threadpool(skip, f"slack-event:{event_id}", "slack", outcome)
         )

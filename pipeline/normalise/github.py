@@ -43,8 +43,38 @@ MAX_LOGIN = 39
 # a path (`a@b.com`, `x/@y`), and not followed by `/` (`@org/team`, `@types/node`), `_` or
 # `@`, which no login contains.
 MENTION = re.compile(r"(?<![\w.+\-/@`])@([A-Za-z0-9-]+)(\[bot\])?(?![\w/@])")
-# GitHub does not notify for mentions in code or in HTML comments (issue templates).
-UNMENTIONABLE = re.compile(r"```.*?```|~~~.*?~~~|`[^`\n]*`|<!--.*?-->", re.DOTALL)
+# GitHub does not notify for mentions in code or in HTML comments (issue templates). Blocks
+# are cut by a linear scan (an unclosed one runs to the end, as GitHub renders it): a lazy
+# `<!--.*?-->` would rescan the rest of the text from every unclosed opener, quadratic in a
+# 65,536-character comment. Inline code stops at a newline, so a regex is linear there.
+BLOCKS = (("```", "```"), ("~~~", "~~~"), ("<!--", "-->"))
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+
+
+def _unmentionable_removed(text: str) -> str:
+    """`text` with code blocks, HTML comments and inline code replaced by a space."""
+    out: list[str] = []
+    at = 0
+    # The next place of each opener at or after `at`; an opener found nowhere stays -1, so
+    # each one is searched past every position once: linear overall.
+    following = {opener: text.find(opener) for opener, _ in BLOCKS}
+    while True:
+        for opener, _ in BLOCKS:
+            if 0 <= following[opener] < at:
+                following[opener] = text.find(opener, at)
+        found = [(following[o], o, c) for o, c in BLOCKS if following[o] >= 0]
+        if not found:
+            break
+        start, opener, closer = min(found)
+        end = text.find(closer, start + len(opener))
+        out.append(text[at:start])
+        out.append(" ")
+        if end < 0:
+            at = len(text)
+            break
+        at = end + len(closer)
+    out.append(text[at:])
+    return INLINE_CODE.sub(" ", "".join(out))
 
 
 def normalise_github(
@@ -133,7 +163,7 @@ def normalise_github(
 
 def mentions_in(text: str) -> Iterator[str]:
     """The logins @mentioned in `text`, in order, outside code and HTML comments."""
-    for match in MENTION.finditer(UNMENTIONABLE.sub(" ", text)):
+    for match in MENTION.finditer(_unmentionable_removed(text)):
         login = match.group(1)
         if len(login) <= MAX_LOGIN and LOGIN.fullmatch(login):
             yield login + (match.group(2) or "")

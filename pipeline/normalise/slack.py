@@ -84,7 +84,9 @@ CHANNEL_TYPES: Mapping[str, ChannelKind] = {
 CHANNEL_PREFIXES: Mapping[str, ChannelKind] = {"D": "DM", "G": "PRIVATE", "C": "PUBLIC"}
 
 # `<@U024BE7LH>` or `<@U024BE7LH|bob>`; W… ids are Enterprise Grid users.
-USER_TOKEN = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+# The label stops at `<` too (Slack escapes a literal one as &lt;): otherwise every unclosed
+# `<@U1|` would scan to the end of the text, quadratic in a 40,000-character message.
+USER_TOKEN = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^<>]*)?>")
 
 
 def normalise_slack(envelope: Mapping[str, Any], *, received_at_ms: int) -> Normalised:

@@ -65,15 +65,23 @@ def test_a_channel_the_org_file_does_not_list_is_unknown_and_never_blocks() -> N
     assert reason(msg("C9", mentions=["U0SCOUT"]), Known()) == "mention"
 
 
-def test_learned_membership_opens_a_private_channel_and_makes_a_dm_mine() -> None:
-    """A seat that sent to a channel belongs to it, whatever the org file says."""
+def test_the_org_file_decides_for_a_channel_it_lists() -> None:
+    """What was learned (a send, a delivery's audience) never overrides the org file: a seat
+    taken out of a private channel there is out of it at once."""
     learned = Known(channel=PRIVATE_ELSEWHERE, channel_seats=frozenset({"scout"}))
-    assert facts(msg("G2", "PRIVATE"), learned) == {
-        "visibleChannelIds": ["G2"],
-        "memberChannelIds": ["G2"],
-    }
+    mentioned = msg("G2", "PRIVATE", mentions=["U0SCOUT"], audienceIds=["U0SCOUT"])
+    assert facts(mentioned, learned) == {"visibleChannelIds": [], "memberChannelIds": []}
+    assert reason(mentioned, learned) == "not_visible"
+    listed_dm = Channel(id="D1", kind="DM", member_ids=("ann", "ben"))
+    to_me = msg("D1", "DM", body="hi", audienceIds=["U0SCOUT"])
+    assert reason(to_me, Known(channel=listed_dm)) == "not_visible"
+
+
+def test_learned_membership_makes_an_unlisted_dm_mine() -> None:
+    """A seat that sent to a conversation the org file does not list belongs to it."""
     dm = msg("D7", "DM", body="are you there?")
     assert reason(dm, Known(channel_seats=frozenset({"scout"}))) == "dm"
+    assert facts(dm, Known(channel_seats=frozenset({"scout"}))) == {"memberChannelIds": ["D7"]}
 
 
 def test_an_unlisted_dm_is_mine_only_when_delivered_to_me() -> None:

@@ -259,6 +259,12 @@ def test_a_bot_sender_is_mapped_like_any_login() -> None:
         ("path/@alice and x.@bob", []),
         ("`@alice` and\n```\n@bob\n```\n~~~\n@carol\n~~~", []),
         ("<!-- @triage-team please -->@dave", ["dave"]),
+        # An unclosed comment or fence runs to the end, as GitHub renders it.
+        ("@ann <!-- @bob @carl", ["ann"]),
+        ("@ann\n```\n@bob", ["ann"]),
+        ("```@x``` @ann ~~~ @bob ~~~ <!-- @c --> @dan `@e` @fay", ["ann", "dan", "fay"]),
+        ("<!--" * 16_000 + " @ann", []),
+        ("`" * 3 * 20_001 + " @ann", []),
         ("@-alice @alice- @a--b @alice_b @alice@bob", []),
         ("@" + "a" * 39, ["a" * 39]),
         ("@" + "a" * 40, []),

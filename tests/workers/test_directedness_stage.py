@@ -234,3 +234,47 @@ def test_trace_lists_directed_seats_first_with_positions(stages: Stages):
     assert [(s.seat_id, s.position) for s in trace.seats] == [("tally", 1), ("scout", None)]
     assert (trace.deliveries, trace.source, trace.family) == (1, "slack", "messaging")
     assert stages.inbound.trace("slack:T1:C-PLATFORM:never") is None
+
+
+def test_a_stage_giving_up_after_its_write_does_not_reopen_the_event(
+    stages: Stages, redis_client: redis.Redis
+):
+    """The script landed, then the task failed (its reply lost): the entry stays resolved,
+    and a replay writes nothing twice. A failure for an entry that is gone writes nothing."""
+    event = slack("12.0", mentions=("U0SCOUT",))
+    env = accepted(stages, event)
+    stages.directedness(env)
+    assert stages.journal.fail(env.tracking_id, stage="directedness", error="x", now_ms=NOW) == (
+        "directed"
+    )
+    assert not stages.directedness(env).new
+    assert inbox_ids(redis_client, "scout") == [event.delivery_id]
+    assert redis_client.zscore(keys.JOURNAL_FAILED, env.tracking_id) is None
+    assert stages.journal.fail("ev-gone", stage="directedness", error="x", now_ms=NOW) == "missing"
+    assert not redis_client.exists(keys.journal("ev-gone"))
+
+
+def test_a_seat_answers_to_its_members_aliases_too(redis_client: redis.Redis, tmp_path: Any):
+    """A Slack id written on the member only (not repeated on the seat) still makes `<@U…>`
+    a mention of the seat, and the seat's own message an echo, not an item in its inbox."""
+    org = tmp_path / "org.yaml"
+    org.write_text(
+        "members:\n"
+        "  - {id: ann, aliases: [U0ANN]}\n"
+        "  - {id: bot, aliases: [U0BOT]}\n"
+        "seats:\n"
+        "  - {memberId: bot}\n"
+    )
+    stages = Stages(
+        journal=Journal(redis_client),
+        ledger=Ledger(redis_client, limits=Limits(), reservation_ttl_ms=60_000),
+        org=OrgSource.open(org),
+        outbound=FakeOutbound(),
+        inbound=InboundStore(redis_client),
+        clock_ms=lambda: NOW,
+    )
+    assert resolve(stages, slack("13.0", author="U0ANN", mentions=("U0BOT",))) == {
+        "bot": (True, "mention")
+    }
+    mine = slack("13.1", channel="D9", kind="DM", author="U0BOT", audienceIds=["U0BOT"])
+    assert resolve(stages, mine) == {"bot": (False, "own_echo")}

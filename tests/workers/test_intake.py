@@ -191,3 +191,15 @@ def test_concurrent_accepts_share_round_trips_and_each_gets_its_own_answer(
     assert again == ["duplicate"] * 5 + ["new"] * 5
     assert redis_client.llen("directedness") == 25
     assert {redis_client.hget(keys.journal(f"ev-{n}"), "deliveries") for n in range(15)} == {b"3"}
+
+
+def test_a_repeat_past_the_deadline_of_an_untouched_entry_enqueues_it_again(
+    redis_client: redis.Redis, accept: Any
+):
+    """A message lost on the broker after the 2xx: the entry is still `accepted` long after
+    it was enqueued, so the provider's retry enqueues it again (the stage is idempotent)."""
+    assert accept(now_ms=10) == "new"
+    assert accept(now_ms=10 + 60_000) == "duplicate"  # within the deadline: still in flight
+    assert accept(now_ms=10 + 60_001) == "requeued"
+    assert redis_client.llen("directedness") == 2
+    assert accept(now_ms=10 + 60_002) == "duplicate"

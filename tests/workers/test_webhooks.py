@@ -460,8 +460,11 @@ def test_bad_slack_request_is_refused_and_writes_nothing(
     headers: Headers,
 ):
     """Each bad Slack request gets its 4xx, an error code and a message, and nothing at all is
-    journalled or queued (the bodies are validly signed unless the signature is the fault)."""
-    assert_refused(client.post("/webhooks/slack", content=body, headers=headers), status, error)
+    journalled or queued (the bodies are validly signed unless the signature is the fault).
+    Every refusal tells Slack not to retry it (X-Slack-No-Retry)."""
+    resp = client.post("/webhooks/slack", content=body, headers=headers)
+    assert_refused(resp, status, error)
+    assert resp.headers["X-Slack-No-Retry"] == "1"
     assert written(redis_client) == []
 
 

@@ -5,7 +5,7 @@
 --       then 3 per directed seat (inbox stream, inbox meta, seat counters hash),
 --       then one per fact set a seat joins.
 -- ARGV: 1 nowMs, 2 retention ms of the entry, 3 ttl ms of a fact, 4 final state
---       (directed|ambient), 5 summary JSON, 6 seat count, 7 fact count,
+--       (directed|ambient), 5 summary JSON, 6 seat count, 7 fact count, 8 trackingId,
 --       then 3 per seat: seatId, verdict JSON, inbox item JSON ('' when not directed; both
 --       carry "position":0 for the script to fill in),
 --       then 1 per fact set: the seat id to add.
@@ -21,7 +21,7 @@ local seats, facts = tonumber(ARGV[6]), tonumber(ARGV[7])
 local out = {'ok', ARGV[4]}
 local k = 5
 for i = 0, seats - 1 do
-  local seat, verdict, item = ARGV[8 + i * 3], ARGV[9 + i * 3], ARGV[10 + i * 3]
+  local seat, verdict, item = ARGV[9 + i * 3], ARGV[10 + i * 3], ARGV[11 + i * 3]
   if item ~= '' then
     local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
     local placed = '"position":' .. position
@@ -35,7 +35,7 @@ for i = 0, seats - 1 do
   end
   redis.call('HSET', KEYS[4], seat, verdict)
 end
-local a = 8 + seats * 3
+local a = 9 + seats * 3
 for j = 0, facts - 1 do
   redis.call('SADD', KEYS[k + j], ARGV[a + j])
   redis.call('PEXPIRE', KEYS[k + j], ARGV[3])
@@ -43,8 +43,8 @@ end
 redis.call('HSET', KEYS[1], 'state', ARGV[4], 'summary', ARGV[5], 'resolvedAtMs', ARGV[1],
   'updatedAtMs', ARGV[1])
 redis.call('HDEL', KEYS[1], 'failedStage', 'error')
-redis.call('ZREM', KEYS[2], redis.call('HGET', KEYS[1], 'trackingId'))
-redis.call('ZREM', KEYS[3], redis.call('HGET', KEYS[1], 'trackingId'))
+redis.call('ZREM', KEYS[2], ARGV[8])
+redis.call('ZREM', KEYS[3], ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 return out

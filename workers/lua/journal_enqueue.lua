@@ -7,7 +7,9 @@
 --       task's one argument, the payload: `[[payload], {}, embed]`, as a JSON string.
 -- Returns {verb, state, storedFingerprint}; verb is
 --   'new'       journalled and enqueued now;
---   'requeued'  journalled earlier but never enqueued (a publish that failed): enqueued now;
+--   'requeued'  journalled earlier but never enqueued (a publish that failed), or enqueued
+--               longer than the deadline ago and still untouched (the message was lost on
+--               the broker): enqueued now, under the same task id (every stage is idempotent);
 --   'duplicate' already journalled and enqueued: nothing written but the delivery count;
 --   'conflict'  already journalled with another fingerprint: nothing written at all.
 local function message()
@@ -22,7 +24,9 @@ if state then
     return {'conflict', state, stored}
   end
   redis.call('HINCRBY', KEYS[1], 'deliveries', 1)
-  if state == 'accepted' and not redis.call('HGET', KEYS[1], 'enqueuedAtMs') then
+  local enqueued = redis.call('HGET', KEYS[1], 'enqueuedAtMs')
+  local overdue = enqueued and tonumber(ARGV[5]) - tonumber(enqueued) > tonumber(ARGV[6]) - tonumber(ARGV[5])
+  if state == 'accepted' and (not enqueued or overdue) then
     redis.call('LPUSH', KEYS[3], message())
     redis.call('HSET', KEYS[1], 'enqueuedAtMs', ARGV[5])
     return {'requeued', state, stored}
