@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -21,13 +22,17 @@ from pydantic import BaseModel
 from contracts.inbound import Candidate, Directedness, SeatFacts
 from contracts.org import Seat
 
-JSON = dict[str, Any]
+JSON = Mapping[str, Any]
 Gate = Callable[[str, Directedness], Directedness]
 
 
 def _plain(value: Any) -> JSON:
+    """A read-only camelCase view: a dict as it is (never copied, never written to), a
+    contract dumped, any other mapping copied, anything else empty."""
+    if type(value) is dict:
+        return value
     if isinstance(value, BaseModel):
-        dumped: JSON = value.model_dump(by_alias=True, mode="json")
+        dumped: dict[str, Any] = value.model_dump(by_alias=True, mode="json")
         return dumped
     return dict(value) if isinstance(value, Mapping) else {}
 
@@ -37,9 +42,11 @@ def _norm(value: Any) -> str:
 
 
 def _set(values: Any) -> set[str]:
-    if not isinstance(values, list | tuple | set | frozenset):
+    if not values or not isinstance(values, list | tuple | set | frozenset):
         return set()
-    return {_norm(v) for v in values if _norm(v)}
+    normed = {_norm(v) for v in values}
+    normed.discard("")
+    return normed
 
 
 def _known(values: Any) -> set[str] | None:
@@ -64,16 +71,53 @@ def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile(rf"(?<![\w@.-])@?(?:{alternatives})(?![\w@-]|\.\w)", re.IGNORECASE)
 
 
+@lru_cache(maxsize=512)
 def yes(surface: str, reason: str, why: str) -> Directedness:
+    # Memoised: verdicts are frozen values, and an event asks the same few of every seat.
     return Directedness(directed=True, surface=surface, reason=reason, why=why)
 
 
+@lru_cache(maxsize=512)
 def no(reason: str, why: str) -> Directedness:
     return Directedness(directed=False, surface=None, reason=reason, why=why)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A candidate with what every seat's verdict reads from it normalised once (the
+    directedness stage resolves one event for every seat). Build it with `prepare`."""
+
+    c: JSON
+    channel: str
+    author: str
+    parent: str
+    mentions: frozenset[str]
+    root: str
+    kind: Any
+    body: str
+
+
+def prepare(candidate: Candidate | Mapping[str, Any] | Prepared) -> Prepared:
+    """`candidate` (a contract or its camelCase dict) prepared for `resolve_directed`."""
+    if isinstance(candidate, Prepared):
+        return candidate
+    c = _plain(candidate)
+    ids = c.get("ids") or {}
+    msg = c.get("msg") or {}
+    return Prepared(
+        c=c,
+        channel=_norm(ids.get("channelId")),
+        author=_norm(msg.get("authorId")),
+        parent=_norm(msg.get("parentAuthorId")),
+        mentions=frozenset(_set(msg.get("mentions"))),
+        root=_norm(ids.get("threadRootId")),
+        kind=msg.get("channelKind"),
+        body=str(msg.get("body") or ""),
+    )
+
+
 def resolve_directed(
-    candidate: Candidate | Mapping[str, Any],
+    candidate: Candidate | Mapping[str, Any] | Prepared,
     seat: Seat | Mapping[str, Any],
     facts: SeatFacts | Mapping[str, Any] | None = None,
     *,
@@ -82,8 +126,10 @@ def resolve_directed(
     """Decide whether `candidate` is addressed to `seat`, given what is known about the seat.
 
     `aliases` is `aliases_of(seat)` when the caller holds it prepared (the workers index it once
-    per org load); without it, it is worked out here."""
-    c = _plain(candidate)
+    per org load); without it, it is worked out here. `candidate` may be `prepare`d once for
+    many seats."""
+    p = prepare(candidate)
+    c = p.c
     s = _plain(seat)
     f = _plain(facts)
     me = aliases_of(s) if aliases is None else aliases
@@ -100,7 +146,7 @@ def resolve_directed(
 
     family = c.get("family")
     if family == "messaging":
-        return _messaging(c, s, f, me, on)
+        return _messaging(p, s, f, me, on)
     if family == "board":
         return _board(c, f, me, on)
     if family == "calling":
@@ -110,33 +156,31 @@ def resolve_directed(
     return no("unsupported_family", f"no rules for family {family!r}")
 
 
-def _messaging(c: JSON, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> Directedness:
-    ids = c.get("ids") or {}
-    msg = c.get("msg") or {}
-    channel = _norm(ids.get("channelId"))
-    if _norm(msg.get("authorId")) in me:
+def _messaging(p: Prepared, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> Directedness:
+    channel = p.channel
+    if p.author in me:
         return no("own_echo", "this seat wrote it; answering itself would loop")
     visible = _known(f.get("visibleChannelIds"))
     if visible is not None and channel not in visible:
         return no("not_visible", "the seat may not read this channel, so it must not act on it")
     members = _known(f.get("memberChannelIds"))
-    if msg.get("channelKind") in ("DM", "GROUP_DM") and members is not None and channel in members:
+    if p.kind in ("DM", "GROUP_DM") and members is not None and channel in members:
         return on("dm", yes("dm", "dm", "a direct conversation this seat is part of"))
-    if _norm(msg.get("parentAuthorId")) in me:
+    if p.parent in me:
         return on(
             "thread_reply",
             yes("thread_reply", "reply_to_me", "a reply to a message this seat wrote"),
         )
-    mentions = _set(msg.get("mentions"))
+    mentions = p.mentions
     if mentions & me:
         return on("mention", yes("mention", "mention", "a structured mention of this seat"))
     pattern = _names_pattern(tuple(str(n) for n in (s.get("names") or [])))
-    if not mentions and pattern is not None and pattern.search(str(msg.get("body") or "")):
+    if not mentions and pattern is not None and pattern.search(p.body):
         return on(
             "mention",
             yes("mention", "named", "the seat is named in the text and nobody is mentioned"),
         )
-    root = _norm(ids.get("threadRootId"))
+    root = p.root
     if root and root in _set(f.get("spokenThreadIds")) | _set(f.get("namedThreadIds")):
         return on(
             "thread_reply",

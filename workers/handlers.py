@@ -22,7 +22,7 @@ from contracts.messages import (
     SendResult,
     WorkEnvelope,
 )
-from pipeline.directedness import resolve_directed
+from pipeline.directedness import prepare, resolve_directed
 from pipeline.engagement import apply_guardrail, decide_engagement
 from pipeline.facts import Places, facts_for, learn, learn_from_send, places_of
 from pipeline.guardrails import judge
@@ -115,12 +115,15 @@ class Stages:
         wire = env.candidate.to_wire()
         places = places_of(wire)
         channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
-        known = self.inbound.known(places, channel)
+        known = self.inbound.known(
+            places, channel, membership=channel is None and wire["family"] == "messaging"
+        )
         resolved = []
+        prepared = prepare(wire)  # normalised once, read by every seat's verdict
         for entry in view.seat_entries:
             seat_id = entry.seat.member_id
             verdict = resolve_directed(
-                wire,
+                prepared,
                 entry.wire,
                 facts_for(wire, seat_id, entry.aliases, known),
                 aliases=entry.aliases,

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import redis
@@ -83,13 +84,16 @@ class InboundStore:
         self.fact_ttl_ms = fact_ttl_ms
         self._record = load_script(client, "inbound_record")
 
-    def known(self, places: Places, channel: Channel | None) -> Known:
-        """What the stores know about an event's places: one round trip for every seat."""
+    def known(self, places: Places, channel: Channel | None, *, membership: bool) -> Known:
+        """What the stores know about an event's places, for every seat: at most one round
+        trip, none when nothing stored bears on it. Learned membership is read only when it
+        can count (`membership`: a conversation the org file does not list)."""
         pipe = self.r.pipeline(transaction=False)
         reads: list[str] = []
         if places.channel_id is not None:
-            pipe.smembers(keys.channel_seats(places.channel_id))
-            reads.append("channel")
+            if membership:
+                pipe.smembers(keys.channel_seats(places.channel_id))
+                reads.append("channel")
             if places.thread_root_id is not None:
                 pipe.smembers(keys.spoke_in(places.channel_id, places.thread_root_id))
                 pipe.smembers(keys.named_in(places.channel_id, places.thread_root_id))
@@ -122,14 +126,8 @@ class InboundStore:
         directed = 0
         for r in resolved:
             v = r.verdict
-            verdict = SeatVerdict(
-                seat_id=r.seat_id,
-                directed=v.directed,
-                surface=v.surface,
-                reason=v.reason,
-                why=v.why,
-                position=0 if v.directed else None,
-            ).model_dump_json(by_alias=True)
+            verdict = f'{{"seatId":{json.dumps(r.seat_id)},{_verdict_fields(v)}'
+
             item = ""
             if v.directed:
                 directed += 1
@@ -223,6 +221,24 @@ class InboundStore:
             error=entry.get("error"),
             seats=tuple(seats),
         )
+
+
+@lru_cache(maxsize=1024)
+def _verdict_fields(verdict: Directedness) -> str:
+    """A `SeatVerdict`'s JSON after its seatId (with "position":0 for the script to fill in
+    when directed): an event asks the same few verdicts of every seat, so each is encoded
+    once."""
+    whole = SeatVerdict(
+        seat_id="",
+        directed=verdict.directed,
+        surface=verdict.surface,
+        reason=verdict.reason,
+        why=verdict.why,
+        position=0 if verdict.directed else None,
+    ).model_dump_json(by_alias=True)
+    prefix = '{"seatId":"",'
+    assert whole.startswith(prefix)
+    return whole[len(prefix) :]
 
 
 def _item_json(candidate: Candidate, verdict: Directedness) -> str:

@@ -20,6 +20,7 @@ end
 local seats, facts = tonumber(ARGV[6]), tonumber(ARGV[7])
 local out = {'ok', ARGV[4]}
 local k = 5
+local fields = {}
 for i = 0, seats - 1 do
   local seat, verdict, item = ARGV[9 + i * 3], ARGV[10 + i * 3], ARGV[11 + i * 3]
   if item ~= '' then
@@ -33,8 +34,14 @@ for i = 0, seats - 1 do
     out[#out + 1] = position
     k = k + 3
   end
-  redis.call('HSET', KEYS[4], seat, verdict)
+  fields[#fields + 1] = seat
+  fields[#fields + 1] = verdict
+  if #fields >= 1000 then
+    redis.call('HSET', KEYS[4], unpack(fields))
+    fields = {}
+  end
 end
+if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
 local a = 9 + seats * 3
 for j = 0, facts - 1 do
   redis.call('SADD', KEYS[k + j], ARGV[a + j])
