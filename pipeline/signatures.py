@@ -40,7 +40,12 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     """A header by case-insensitive name; None when absent (several values count as absent
     only if they disagree: a proxy may repeat a header, an attacker may add a second one)."""
     wanted = name.lower()
-    values = {v for k, v in headers.items() if k.lower() == wanted}
+    getlist = getattr(headers, "getlist", None)  # Starlette's Headers: no decoding of the rest
+    values: set[str]
+    if callable(getlist):
+        values = {str(v) for v in getlist(wanted)}
+    else:
+        values = {v for k, v in headers.items() if k.lower() == wanted}
     if len(values) != 1:
         return None
     return next(iter(values))

@@ -90,8 +90,14 @@ def create_ingress(
             else problem(404, "unknown_seat", f"no seat {ident!r} in the org")
         )
 
+    counters: dict[tuple[str, int], Any] = {}
+
     def count(route: str, response: Response) -> Response:
-        requests.labels(route, str(response.status_code)).inc()
+        key = (route, response.status_code)
+        counter = counters.get(key)
+        if counter is None:
+            counter = counters[key] = requests.labels(route, str(response.status_code))
+        counter.inc()
         return response
 
     async def journal_and_enqueue(seat_id: str, report: WorkReport) -> tuple[int, dict[str, Any]]:

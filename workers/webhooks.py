@@ -162,7 +162,8 @@ def inbound_routes(
         if isinstance(done, Response):
             return count(route, done)
         status, body = done
-        return count(route, JSONResponse(body, status_code=status))
+        encoded = json.dumps(body, separators=(",", ":")).encode()
+        return count(route, Response(encoded, status_code=status, media_type="application/json"))
 
     async def slack_events(request: Request) -> Response:
         """Slack's Events API: v0 signature, url_verification, events deduped by delivery."""
