@@ -33,7 +33,7 @@ from celery import Celery
 from fastapi.concurrency import run_in_threadpool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from workers import keys
 from workers.celery_app import INGRESS_PUBLISH_RETRY, TASK_QUEUE, Task, publish, task_id
@@ -199,14 +199,33 @@ class _GroupCommit:
         finally:
             self.flushing = None
 
+    async def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send every command in one write on one connection and read each reply in order;
+        an error reply is returned in its place (the stream stays aligned). redis-py's
+        connection API without its Pipeline object, whose per-command bookkeeping was most of
+        an accept's client cost. A broken connection is dropped and the error raised."""
+        pool = self.client.connection_pool
+        conn = await pool.get_connection()
+        try:
+            await conn.send_packed_command(conn.pack_commands(commands))
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+
     async def _run(self, batch: list[tuple[list[Any], asyncio.Future[Any]]]) -> list[Any]:
         for _ in range(2):
             if self.sha is None:
                 self.sha = str(await self.client.script_load(self.source))
-            pipe = self.client.pipeline(transaction=False)
-            for args, _ in batch:
-                pipe.evalsha(self.sha, *args)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            replies = await self._pipelined([("EVALSHA", self.sha, *args) for args, _ in batch])
             if not any(isinstance(r, NoScriptError) for r in replies):
                 return replies
             self.sha = None  # Redis restarted without the script: load it, send again
