@@ -77,11 +77,19 @@ def places_of(candidate: JSON) -> Places:
     )
 
 
-def facts_for(candidate: JSON, seat_id: str, aliases: frozenset[str], known: Known) -> JSON:
+def facts_for(
+    candidate: JSON,
+    seat_id: str,
+    aliases: frozenset[str],
+    known: Known,
+    *,
+    places: Places | None = None,
+) -> JSON:
     """The facts (camelCase, as `SeatFacts`) that bear on this event for one seat.
 
-    `aliases` is the seat's normalised alias set (`directedness.aliases_of`)."""
-    place = places_of(candidate)
+    `aliases` is the seat's normalised alias set (`directedness.aliases_of`); `places` is
+    `places_of(candidate)` when the caller already holds it (one event, every seat)."""
+    place = places if places is not None else places_of(candidate)
     channel_id = place.channel_id
     facts: dict[str, Any] = {}
     listed = known.channel

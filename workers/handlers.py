@@ -125,7 +125,7 @@ class Stages:
             verdict = resolve_directed(
                 prepared,
                 entry.wire,
-                facts_for(wire, seat_id, entry.aliases, known),
+                facts_for(wire, seat_id, entry.aliases, known, places=places),
                 aliases=entry.aliases,
             )
             taught = learn(wire, verdict, channel_listed=channel is not None)

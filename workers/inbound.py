@@ -126,7 +126,7 @@ class InboundStore:
         directed = 0
         for r in resolved:
             v = r.verdict
-            verdict = f'{{"seatId":{json.dumps(r.seat_id)},{_verdict_fields(v)}'
+            verdict = _seat_prefix(r.seat_id) + _verdict_fields(v)
 
             item = ""
             if v.directed:
@@ -221,6 +221,12 @@ class InboundStore:
             error=entry.get("error"),
             seats=tuple(seats),
         )
+
+
+@lru_cache(maxsize=4096)
+def _seat_prefix(seat_id: str) -> str:
+    """`{"seatId":"<seat>",`: the start of a seat's verdict, encoded once per seat."""
+    return json.dumps({"seatId": seat_id}, separators=(",", ":"))[:-1] + ","
 
 
 @lru_cache(maxsize=1024)
