@@ -37,7 +37,7 @@ from workers.http import (
     within_budget,
 )
 from workers.inbox import AckBeyondLast
-from workers.intake import intake_for
+from workers.intake import Arrival, intake_for
 from workers.webhooks import inbound_routes, provider_paths
 
 
@@ -108,13 +108,15 @@ def create_ingress(
             tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at, report=report
         ).model_dump_json(by_alias=True)
         done = await intake.accept(
-            task=Task.ENGAGEMENT,
-            tracking_id=tracking,
-            kind="work",
-            seat_id=seat_id,
-            payload=payload,
-            fingerprint=fingerprint,
-            now_ms=accepted_at,
+            Arrival(
+                task=Task.ENGAGEMENT,
+                tracking_id=tracking,
+                kind="work",
+                seat_id=seat_id,
+                payload=payload,
+                fingerprint=fingerprint,
+                now_ms=accepted_at,
+            )
         )
         if done.verb == "conflict":
             return 409, {

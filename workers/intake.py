@@ -54,18 +54,23 @@ class Enqueued:
         return self.verb == "new"
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """One event or report to journal and enqueue: its first task, its journal entry's
+    tracking id, kind and seat, the envelope (`payload`, JSON), and the fingerprint that
+    tells a changed repeat (409) from a plain one ('' when any repeat is plain)."""
+
+    task: Task
+    tracking_id: str
+    kind: str
+    seat_id: str
+    payload: str
+    fingerprint: str
+    now_ms: int
+
+
 class Intake(Protocol):
-    async def accept(
-        self,
-        *,
-        task: Task,
-        tracking_id: str,
-        kind: str,
-        seat_id: str,
-        payload: str,
-        fingerprint: str,
-        now_ms: int,
-    ) -> Enqueued: ...
+    async def accept(self, arrival: Arrival) -> Enqueued: ...
 
     async def aclose(self) -> None: ...
 
@@ -257,31 +262,22 @@ class RedisIntake:
             self._clients[loop] = found
         return found
 
-    async def accept(
-        self,
-        *,
-        task: Task,
-        tracking_id: str,
-        kind: str,
-        seat_id: str,
-        payload: str,
-        fingerprint: str,
-        now_ms: int,
-    ) -> Enqueued:
+    async def accept(self, arrival: Arrival) -> Enqueued:
+        a = arrival
         verb, state, _stored = await self._for_this_loop().call(
             [
                 3,
-                keys.journal(tracking_id),
+                keys.journal(a.tracking_id),
                 keys.JOURNAL_OPEN,
-                TASK_QUEUE[task].value,
-                tracking_id,
-                kind,
-                seat_id,
-                payload,
-                now_ms,
-                now_ms + self.deadline_ms,
-                fingerprint,
-                celery_message(task, tracking_id),
+                TASK_QUEUE[a.task].value,
+                a.tracking_id,
+                a.kind,
+                a.seat_id,
+                a.payload,
+                a.now_ms,
+                a.now_ms + self.deadline_ms,
+                a.fingerprint,
+                celery_message(a.task, a.tracking_id),
                 _EMBED,
             ]
         )
@@ -303,50 +299,30 @@ class CeleryIntake:
         self.journal = journal
         self.app = app
 
-    def _accept(
-        self,
-        task: Task,
-        tracking_id: str,
-        kind: str,
-        seat_id: str,
-        payload: str,
-        fingerprint: str,
-        now_ms: int,
-    ) -> Enqueued:
+    def _accept(self, arrival: Arrival) -> Enqueued:
+        a = arrival
         result = self.journal.accept(
-            tracking_id,
-            kind=kind,
-            seat_id=seat_id,
-            payload=payload,
-            now_ms=now_ms,
-            fingerprint=fingerprint,
+            a.tracking_id,
+            kind=a.kind,
+            seat_id=a.seat_id,
+            payload=a.payload,
+            now_ms=a.now_ms,
+            fingerprint=a.fingerprint,
         )
-        if not result.new and fingerprint and result.fingerprint not in ("", fingerprint):
+        if not result.new and a.fingerprint and result.fingerprint not in ("", a.fingerprint):
             return Enqueued("conflict", result.state)
         if not result.new and not (result.state == "accepted" and not result.enqueued):
             return Enqueued("duplicate", result.state)
-        message = json.loads(payload)
+        message = json.loads(a.payload)
         if not result.new:
-            stored = self.journal.get(tracking_id)
+            stored = self.journal.get(a.tracking_id)
             message = stored["payload"] if stored else message
-        publish(self.app, task, tracking_id, message, retry_policy=INGRESS_PUBLISH_RETRY)
-        self.journal.mark_enqueued(tracking_id, now_ms)
+        publish(self.app, a.task, a.tracking_id, message, retry_policy=INGRESS_PUBLISH_RETRY)
+        self.journal.mark_enqueued(a.tracking_id, a.now_ms)
         return Enqueued("new" if result.new else "requeued", result.state)
 
-    async def accept(
-        self,
-        *,
-        task: Task,
-        tracking_id: str,
-        kind: str,
-        seat_id: str,
-        payload: str,
-        fingerprint: str,
-        now_ms: int,
-    ) -> Enqueued:
-        return await run_in_threadpool(
-            self._accept, task, tracking_id, kind, seat_id, payload, fingerprint, now_ms
-        )
+    async def accept(self, arrival: Arrival) -> Enqueued:
+        return await run_in_threadpool(self._accept, arrival)
 
     async def aclose(self) -> None:
         return None

@@ -47,7 +47,7 @@ from workers.http import (
     within_budget,
 )
 from workers.inbound import inbound_tracking_id
-from workers.intake import Intake
+from workers.intake import Arrival, Intake
 
 log = logging.getLogger("seatwire.webhooks")
 
@@ -114,13 +114,15 @@ def inbound_routes(
             tracking_id=tracking, accepted_at_ms=accepted_at, candidate=candidate
         ).model_dump_json(by_alias=True)
         done = await intake.accept(
-            task=Task.DIRECTEDNESS,
-            tracking_id=tracking,
-            kind="inbound",
-            seat_id="",
-            payload=payload,
-            fingerprint=fingerprint,
-            now_ms=accepted_at,
+            Arrival(
+                task=Task.DIRECTEDNESS,
+                tracking_id=tracking,
+                kind="inbound",
+                seat_id="",
+                payload=payload,
+                fingerprint=fingerprint,
+                now_ms=accepted_at,
+            )
         )
         if done.verb == "conflict":
             return 409, {

@@ -14,7 +14,7 @@ from kombu import Connection
 
 from workers import keys
 from workers.celery_app import Task, create_app, publish
-from workers.intake import Enqueued, RedisIntake, celery_message, shares_broker
+from workers.intake import Arrival, Enqueued, RedisIntake, celery_message, shares_broker
 from workers.settings import Settings
 from workers.stores import Journal
 
@@ -59,13 +59,15 @@ def test_kombu_reads_the_message_back(redis_client: redis.Redis, redis_url: str)
     async def go() -> Enqueued:
         try:
             return await intake.accept(
-                task=Task.ENGAGEMENT,
-                tracking_id="wr-1",
-                kind="work",
-                seat_id="scout",
-                payload=json.dumps(odd, ensure_ascii=False),
-                fingerprint="f",
-                now_ms=10,
+                Arrival(
+                    task=Task.ENGAGEMENT,
+                    tracking_id="wr-1",
+                    kind="work",
+                    seat_id="scout",
+                    payload=json.dumps(odd, ensure_ascii=False),
+                    fingerprint="f",
+                    now_ms=10,
+                )
             )
         finally:
             await intake.aclose()
@@ -90,13 +92,15 @@ def accept(redis_url: str) -> Any:
         async def go() -> str:
             try:
                 done = await intake.accept(
-                    task=Task.DIRECTEDNESS,
-                    tracking_id="ev-1",
-                    kind="inbound",
-                    seat_id="",
-                    payload=json.dumps(PAYLOAD),
-                    fingerprint=fingerprint,
-                    now_ms=now_ms,
+                    Arrival(
+                        task=Task.DIRECTEDNESS,
+                        tracking_id="ev-1",
+                        kind="inbound",
+                        seat_id="",
+                        payload=json.dumps(PAYLOAD),
+                        fingerprint=fingerprint,
+                        now_ms=now_ms,
+                    )
                 )
                 return done.verb
             finally:
@@ -167,13 +171,15 @@ def test_concurrent_accepts_share_round_trips_and_each_gets_its_own_answer(
 
     async def one(n: int) -> str:
         done = await intake.accept(
-            task=Task.DIRECTEDNESS,
-            tracking_id=f"ev-{n}",
-            kind="inbound",
-            seat_id="",
-            payload=json.dumps({**PAYLOAD, "trackingId": f"ev-{n}"}),
-            fingerprint="f",
-            now_ms=10,
+            Arrival(
+                task=Task.DIRECTEDNESS,
+                tracking_id=f"ev-{n}",
+                kind="inbound",
+                seat_id="",
+                payload=json.dumps({**PAYLOAD, "trackingId": f"ev-{n}"}),
+                fingerprint="f",
+                now_ms=10,
+            )
         )
         return done.verb
 
