@@ -28,15 +28,22 @@ RESOLVED = {"directed", "ambient", "skipped", "failed"}
 FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"}
 
 
-def _wait_final(http: httpx.Client, tracking_id: str, timeout_s: float = 20) -> dict[str, Any]:
+def _poll(http: httpx.Client, path: str, done: set[str], timeout_s: float = 20) -> dict[str, Any]:
+    """GET `path` until its `state` is one of `done` (a 404 means not there yet)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        body: dict[str, Any] = http.get(f"/v1/work/{tracking_id}").raise_for_status().json()
-        if body["state"] in FINAL:
-            return body
+        resp = http.get(path)
+        if resp.status_code != 404:
+            body: dict[str, Any] = resp.raise_for_status().json()
+            if body["state"] in done:
+                return body
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{tracking_id} still {body['state']} after {timeout_s} s")
+            raise TimeoutError(f"{path} not final after {timeout_s} s: {resp.text}")
         time.sleep(0.01)
+
+
+def _wait_final(http: httpx.Client, tracking_id: str) -> dict[str, Any]:
+    return _poll(http, f"/v1/work/{tracking_id}", FINAL)
 
 
 def _steps(scenario: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
@@ -226,16 +233,8 @@ def _github_request(
     return "/webhooks/github", body, headers
 
 
-def _wait_resolved(http: httpx.Client, delivery_id: str, timeout_s: float = 20) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        resp = http.get(f"/v1/trace/{delivery_id}")
-        if resp.status_code == 200 and resp.json()["state"] in RESOLVED:
-            trace: dict[str, Any] = resp.json()
-            return trace
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{delivery_id} not resolved after {timeout_s} s: {resp.text}")
-        time.sleep(0.01)
+def _wait_resolved(http: httpx.Client, delivery_id: str) -> dict[str, Any]:
+    return _poll(http, f"/v1/trace/{delivery_id}", RESOLVED)
 
 
 def replay_inbound(http: httpx.Client, settings: Settings, console: Console) -> int:

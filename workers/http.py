@@ -55,6 +55,10 @@ def too_large(cap: int) -> JSONResponse:
     return problem(413, "body_too_large", f"the body exceeds {cap} bytes")
 
 
+def unsupported_media(ctype: str, what: str = "send application/json") -> JSONResponse:
+    return problem(415, "unsupported_media_type", f"{what}, not {ctype!r}")
+
+
 def media_type(request: Request, default: str = "application/json") -> str:
     return request.headers.get("content-type", default).split(";")[0].strip().lower()
 

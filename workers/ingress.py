@@ -34,6 +34,7 @@ from workers.http import (
     problem,
     read_capped,
     too_large,
+    unsupported_media,
     within_budget,
 )
 from workers.inbox import AckBeyondLast
@@ -145,7 +146,7 @@ def create_ingress(
         if ctype not in ("application/json", ""):
             return count(
                 route,
-                problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
+                unsupported_media(ctype),
             )
         known = seat_of(seat)
         if not isinstance(known, Seat):
@@ -307,7 +308,14 @@ def create_ingress(
         return JSONResponse(trace.to_wire())
 
     api.include_router(
-        inbound_routes(container, intake, clock_ms=clock_ms, authorised=authorised, count=count)
+        inbound_routes(
+            container,
+            intake,
+            clock_ms=clock_ms,
+            authorised=authorised,
+            unauthorised=unauthorised,
+            count=count,
+        )
     )
 
     def openapi() -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Inbound routes: Slack's Events API, GitHub webhooks and generic `Candidate`s.
 
-Every route checks, in order, before anything is written: size (413), the provider's
-signature or the bearer token (401), content type (415), the body (400), the event type
-(422). A malformed header, timestamp or body is a 4xx with a reason, never a 5xx, and a
-refused request journals nothing.
+Every route checks, in order, before anything is written: size (413); for a provider
+route, that its secret is set (404), then the signature (401); for `/v1/events` the bearer
+token comes first (401). Then content type (415), the body (400; 422 for a `Candidate`), and
+the event type (422). A malformed header, timestamp or body is a 4xx with a reason, never a
+5xx, and a refused request journals nothing.
 
 An accepted event is journalled and its directedness task enqueued BEFORE the 2xx. Its
 journal entry is keyed by the event's delivery id, so the entry is also the dedupe record:
@@ -44,6 +45,7 @@ from workers.http import (
     problem,
     read_capped,
     too_large,
+    unsupported_media,
     within_budget,
 )
 from workers.inbound import inbound_tracking_id
@@ -98,6 +100,7 @@ def inbound_routes(
     *,
     clock_ms: Callable[[], int],
     authorised: Callable[[Request], bool],
+    unauthorised: Callable[[], Response],
     count: Callable[[str, Response], Response],
 ) -> APIRouter:
     settings = container.settings
@@ -193,9 +196,7 @@ def inbound_routes(
         ctype = media_type(request, default="")
         if ctype != "application/json":
             return answer(
-                problem(
-                    415, "unsupported_media_type", f"Events API bodies are JSON, not {ctype!r}"
-                ),
+                unsupported_media(ctype, "Events API bodies are JSON"),
             )
         body = _json_object(raw)
         if isinstance(body, Response):
@@ -272,7 +273,7 @@ def inbound_routes(
         else:
             return count(
                 route,
-                problem(415, "unsupported_media_type", f"send application/json, not {ctype!r}"),
+                unsupported_media(ctype),
             )
         if isinstance(body, Response):
             return count(route, body)
@@ -318,7 +319,7 @@ def inbound_routes(
         """A normalised `Candidate` from any other source; 202 once it is journalled."""
         route = "events"
         if not authorised(request):
-            return count(route, problem(401, "unauthorized", "a valid bearer token is required"))
+            return count(route, unauthorised())
         try:
             raw = await read_capped(request, cap)
         except BodyTooLarge:
@@ -327,7 +328,7 @@ def inbound_routes(
         if ctype not in ("application/json", ""):
             return count(
                 route,
-                problem(415, "unsupported_media_type", f"send application/json, not {ctype}"),
+                unsupported_media(ctype),
             )
         try:
             candidate = Candidate.model_validate_json(raw)
