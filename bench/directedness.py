@@ -37,8 +37,9 @@ named in that thread or wrote its root); 1 in 6 happen in 5 channels the org fil
 
 `--profile N` runs the task body (`InboundEnvelope.model_validate` + `Stages.directedness`)
 in-process on real Redis for N events, half timed plainly and half under cProfile, and splits
-the time between the org view, the fact read, resolve_directed, facts_for, learn, the record
-(verdict JSON, inbox items, the Lua script) and pydantic.
+the time between the org view, the fact read, resolve_all (and the per-seat rules it runs for
+the seats an event can concern), the record (verdict JSON, inbox items, the Lua script) and
+pydantic.
 """
 
 from __future__ import annotations
@@ -482,12 +483,13 @@ WATCH = [
     ("    OrgSource.current", "org.py", "current"),
     ("    candidate.to_wire", "_base.py", "to_wire"),
     ("    InboundStore.known (1 round trip)", "inbound.py", "known"),
-    ("    resolve_directed (x20)", "directedness.py", "resolve_directed"),
-    ("      _plain (dict copies, x60)", "directedness.py", "_plain"),
-    ("      aliases_of", "directedness.py", "aliases_of"),
-    ("      _names_pattern", "directedness.py", "_names_pattern"),
-    ("    facts_for (x20)", "facts.py", "facts_for"),
-    ("    learn (x20)", "facts.py", "learn"),
+    ("    resolve_all (every seat)", "fanout.py", "resolve_all"),
+    ("      _concerned (who it can concern)", "fanout.py", "_concerned"),
+    ("      resolve_directed (concerned seats)", "directedness.py", "resolve_directed"),
+    ("        _plain (dict copies)", "directedness.py", "_plain"),
+    ("        names_pattern", "directedness.py", "names_pattern"),
+    ("      facts_for (concerned seats)", "facts.py", "facts_for"),
+    ("      learn (concerned seats)", "facts.py", "learn"),
     ("    InboundStore.record", "inbound.py", "record"),
     ("      model_dump_json (20 verdicts, items)", "main.py", "model_dump_json"),
     ("      _item_json", "inbound.py", "_item_json"),

@@ -61,7 +61,7 @@ def aliases_of(seat: Any) -> frozenset[str]:
 
 
 @lru_cache(maxsize=1024)
-def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
+def names_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
     # Memoised: every event is resolved for every seat, and a seat's names seldom change.
     cleaned = sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True)
     if not cleaned:
@@ -162,7 +162,7 @@ def _messaging(p: Prepared, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> D
         return no("own_echo", "this seat wrote it; answering itself would loop")
     visible = _known(f.get("visibleChannelIds"))
     if visible is not None and channel not in visible:
-        return no("not_visible", "the seat may not read this channel, so it must not act on it")
+        return NOT_VISIBLE
     members = _known(f.get("memberChannelIds"))
     if p.kind in ("DM", "GROUP_DM") and members is not None and channel in members:
         return on("dm", yes("dm", "dm", "a direct conversation this seat is part of"))
@@ -174,7 +174,8 @@ def _messaging(p: Prepared, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> D
     mentions = p.mentions
     if mentions & me:
         return on("mention", yes("mention", "mention", "a structured mention of this seat"))
-    pattern = _names_pattern(tuple(str(n) for n in (s.get("names") or [])))
+    names = s.get("names") or ()
+    pattern = names_pattern(names if type(names) is tuple else tuple(str(n) for n in names))
     if not mentions and pattern is not None and pattern.search(p.body):
         return on(
             "mention",
@@ -190,7 +191,15 @@ def _messaging(p: Prepared, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> D
                 "a thread this seat has spoken or been named in",
             ),
         )
-    if mentions:
+    return ambient(p)
+
+
+NOT_VISIBLE = no("not_visible", "the seat may not read this channel, so it must not act on it")
+
+
+def ambient(p: Prepared) -> Directedness:
+    """The messaging table's last row: a message that addresses the seat in no way."""
+    if p.mentions:
         return no("ambient", "the message mentions others, not this seat")
     return no("ambient", "nothing in it addresses this seat")
 

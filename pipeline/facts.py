@@ -77,6 +77,25 @@ def places_of(candidate: JSON) -> Places:
     )
 
 
+def can_read(channel: Channel | None, seat_id: str) -> bool | None:
+    """Whether the org file lets a seat read a channel it lists (`channel`): a public one
+    anybody, a private one or a DM its members. None for a channel it does not list: unknown,
+    which never blocks."""
+    if channel is None:
+        return None
+    return seat_id in channel.member_ids or channel.kind not in PRIVATE_KINDS
+
+
+def reads_membership(candidate: JSON, channel: Channel | None) -> bool:
+    """Whether learned channel membership can bear on this event. It decides one thing the
+    rules read, that a direct conversation is the seat's own, and only for a conversation the
+    org file does not list (`channel` is its entry, or None)."""
+    if channel is not None or candidate.get("family") != "messaging":
+        return False
+    msg = candidate.get("msg") or {}
+    return msg.get("channelKind") in ("DM", "GROUP_DM")
+
+
 def facts_for(
     candidate: JSON,
     seat_id: str,
@@ -95,8 +114,7 @@ def facts_for(
     listed = known.channel
     if channel_id is not None and listed is not None:
         member = seat_id in listed.member_ids
-        visible = member or listed.kind not in PRIVATE_KINDS
-        facts["visibleChannelIds"] = [channel_id] if visible else []
+        facts["visibleChannelIds"] = [channel_id] if can_read(listed, seat_id) else []
         facts["memberChannelIds"] = [channel_id] if member else []
     elif channel_id is not None:
         member = seat_id in known.channel_seats
@@ -114,8 +132,16 @@ def facts_for(
     return facts
 
 
+_NOTHING = Learned()
+# The only verdict reasons that teach anything; every other verdict (most of them) is answered
+# before the candidate is read.
+_TEACHING = frozenset({"own_echo", "reply_to_me", "mention", "named", "dm", "assigned"})
+
+
 def learn(candidate: JSON, verdict: Directedness, *, channel_listed: bool) -> Learned:
     """What this event and the seat's verdict on it add to the seat's facts."""
+    if verdict.reason not in _TEACHING:
+        return _NOTHING
     family = candidate.get("family")
     ids = candidate.get("ids") or {}
     root = ids.get("threadRootId") or ids.get("messageId") or None
@@ -129,10 +155,10 @@ def learn(candidate: JSON, verdict: Directedness, *, channel_listed: bool) -> Le
             return Learned(named_in=root)
         if verdict.directed and verdict.reason == "dm" and not channel_listed:
             return Learned(joined=True)
-        return Learned()
+        return _NOTHING
     if family == "board" and verdict.directed and verdict.reason == "assigned":
         return Learned(owns_item=True)
-    return Learned()
+    return _NOTHING
 
 
 def learn_from_send(thread_root_id: str | None, message_id: str | None) -> Learned:

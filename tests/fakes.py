@@ -9,8 +9,9 @@ import redis
 from contracts import Candidate, Directedness
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.facts import places_of
+from pipeline.fanout import Resolved
 from workers.errors import PermanentError, TransientError
-from workers.inbound import InboundStore, Resolved, inbound_tracking_id
+from workers.inbound import InboundStore, inbound_tracking_id
 from workers.outbox import channel_for
 from workers.stores import Journal
 

@@ -107,6 +107,11 @@ def worker(
         console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
         raise typer.Exit(2) from exc
     app = create_app(settings)
+    # Pool processes are forked from this one and recycled every 1,000 tasks. A full collection
+    # in a child would walk (and so copy, page by page) everything it inherited: take all of
+    # that out of the collector's sight before the first fork.
+    gc.collect()
+    gc.freeze()
     argv = [
         "worker",
         "-Q",

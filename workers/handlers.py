@@ -22,12 +22,12 @@ from contracts.messages import (
     SendResult,
     WorkEnvelope,
 )
-from pipeline.directedness import prepare, resolve_directed
 from pipeline.engagement import apply_guardrail, decide_engagement
-from pipeline.facts import Places, facts_for, learn, learn_from_send, places_of
+from pipeline.facts import Places, learn_from_send, places_of, reads_membership
+from pipeline.fanout import resolve_all
 from pipeline.guardrails import judge
 from workers.errors import LeaseBusy, PermanentError, TransientError
-from workers.inbound import InboundStore, Recorded, Resolved
+from workers.inbound import InboundStore, Recorded
 from workers.org import OrgSource
 from workers.outbox import Outbound
 from workers.stores import Journal, Ledger
@@ -115,21 +115,8 @@ class Stages:
         wire = env.candidate.to_wire()
         places = places_of(wire)
         channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
-        known = self.inbound.known(
-            places, channel, membership=channel is None and wire["family"] == "messaging"
-        )
-        resolved = []
-        prepared = prepare(wire)  # normalised once, read by every seat's verdict
-        for entry in view.seat_entries:
-            seat_id = entry.seat.member_id
-            verdict = resolve_directed(
-                prepared,
-                entry.wire,
-                facts_for(wire, seat_id, entry.aliases, known, places=places),
-                aliases=entry.aliases,
-            )
-            taught = learn(wire, verdict, channel_listed=channel is not None)
-            resolved.append(Resolved(seat_id, verdict, taught))
+        known = self.inbound.known(places, channel, membership=reads_membership(wire, channel))
+        resolved = resolve_all(wire, view.roster, known, places)
         return self.inbound.record(
             env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +21,7 @@ import redis
 from contracts import Candidate, Directedness, InboxItem, SeatVerdict, Trace
 from contracts.org import Channel
 from pipeline.facts import Known, Learned, Places
+from pipeline.fanout import Resolved
 from workers import keys
 from workers.errors import PermanentError
 from workers.redis_scripts import load_script, text
@@ -33,15 +34,6 @@ def inbound_tracking_id(delivery_id: str) -> str:
     """Deterministic: every delivery of one event (retries, Slack's app_mention twin) is one
     journal entry, so the entry is also the dedupe record."""
     return f"ev-{hashlib.sha256(delivery_id.encode()).hexdigest()[:24]}"
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """One seat's verdict on an event and what it taught."""
-
-    seat_id: str
-    verdict: Directedness
-    learned: Learned = field(default_factory=Learned)
 
 
 @dataclass(frozen=True)

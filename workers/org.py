@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from contracts import Channel, Org, Seat
 from pipeline.directedness import aliases_of
 from pipeline.engagement import Directory, Rooms
+from pipeline.fanout import Roster, RosterSeat
 from workers.errors import ConfigError
 
 
@@ -64,15 +65,6 @@ def load_org(path: Path) -> Org:
 GITHUB_ALIAS = "github:"
 
 
-@dataclass(frozen=True)
-class SeatEntry:
-    """A seat prepared for directedness: its contract, its camelCase dict, its alias set."""
-
-    seat: Seat
-    wire: dict[str, Any]
-    aliases: frozenset[str]
-
-
 @dataclass
 class OrgView:
     """One loaded org, indexed for decisions."""
@@ -82,7 +74,7 @@ class OrgView:
     channels: tuple[Channel, ...]
     rooms: Rooms
     seats: dict[str, Seat]
-    seat_entries: tuple[SeatEntry, ...]
+    roster: Roster  # the seats, indexed for resolving an event for all of them
     channel_by_id: dict[str, Channel]
     github_logins: dict[str, str]
 
@@ -90,14 +82,15 @@ class OrgView:
     def of(cls, org: Org) -> OrgView:
         members = {m.id: m for m in org.members}
         seats: dict[str, Seat] = {}
-        entries = []
+        entries: list[RosterSeat] = []
         for seat in org.seats:
             # A seat answers to its own aliases AND its member's (a Slack id written on the
             # member only must still make `<@U…>` a mention and the seat's message an echo).
             member = members.get(seat.member_id)
             wire = seat.to_wire()
             wire["aliases"] = [*seat.aliases, *(member.aliases if member else ())]
-            entry = SeatEntry(seat=seat, wire=wire, aliases=aliases_of(wire))
+            wire["names"] = tuple(str(n) for n in wire.get("names") or ())  # a memo key as is
+            entry = RosterSeat(seat.member_id, wire, aliases_of(wire))
             entries.append(entry)
             for ident in entry.aliases:
                 seats.setdefault(ident, seat)
@@ -114,7 +107,7 @@ class OrgView:
             channels=org.channels,
             rooms=Rooms.of(org.channels),
             seats=seats,
-            seat_entries=tuple(entries),
+            roster=Roster.of(entries),
             channel_by_id={c.id: c for c in org.channels},
             github_logins=logins,
         )

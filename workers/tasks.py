@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Any
 
 import redis
 from celery import Celery
 from celery import Task as CeleryTask
+from celery.signals import worker_process_init
 from kombu.exceptions import OperationalError
 
 from contracts.messages import (
@@ -68,7 +70,22 @@ STAGE_TASK_OPTIONS: dict[str, Any] = {
 }
 
 
+def _ready_pool_process(**_: Any) -> None:
+    """A new prefork pool process (at start, and each time one is recycled) builds its
+    container before its first task, then hides it from the cyclic collector, as `seatwire
+    worker` hid what the process inherited: it lives as long as the process, and walking it
+    on every full collection would be paid by the tasks."""
+    try:
+        bootstrap.current()
+    except Exception:  # the first task meets the same error and reports it against its entry
+        log.exception("could not build this pool process's container")
+    gc.freeze()
+
+
 def register_tasks(app: Celery) -> None:
+    worker_process_init.connect(
+        _ready_pool_process, weak=False, dispatch_uid="seatwire.ready_pool_process"
+    )
     options = STAGE_TASK_OPTIONS
 
     @app.task(name=Task.DIRECTEDNESS.value, queue=Queue.DIRECTEDNESS.value, **options)

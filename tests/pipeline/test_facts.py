@@ -9,7 +9,15 @@ import pytest
 
 from contracts import Channel, Directedness
 from pipeline.directedness import aliases_of, resolve_directed
-from pipeline.facts import Known, Learned, facts_for, learn, learn_from_send, places_of
+from pipeline.facts import (
+    Known,
+    Learned,
+    facts_for,
+    learn,
+    learn_from_send,
+    places_of,
+    reads_membership,
+)
 
 SEAT: dict[str, Any] = {"memberId": "scout", "aliases": ["U0SCOUT"], "names": ["Scout"]}
 ME = aliases_of(SEAT)
@@ -97,6 +105,31 @@ def test_an_unlisted_dm_is_mine_only_when_delivered_to_me() -> None:
     # The audience counts only for direct conversations, never for a public channel.
     public = msg("C9", "PUBLIC", body="hello", audienceIds=["U0SCOUT"])
     assert facts(public, Known()) == {}
+
+
+@pytest.mark.parametrize("kind", ["PUBLIC", "PRIVATE", "DM", "GROUP_DM"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"mentions": ["U0ANN"]},
+        {"body": "Scout, look"},
+        {"thread": "9.9"},
+        {"authorId": "scout"},
+    ],
+)
+def test_learned_membership_is_read_only_where_it_can_change_a_verdict(
+    kind: str, extra: dict[str, Any]
+) -> None:
+    """The stage skips the read of learned membership unless `reads_membership` says it can
+    count; for every other event, knowing the seat belongs to the channel changes nothing."""
+    candidate = msg("C9", kind, **extra)
+    member = Known(channel_seats=frozenset({"scout"}))
+    differs = reason(candidate, member) != reason(candidate, Known())
+    assert reads_membership(candidate, None) == (kind in ("DM", "GROUP_DM"))
+    if not reads_membership(candidate, None):
+        assert not differs
+    assert not reads_membership(candidate, PUBLIC)  # a listed channel: the org file decides
 
 
 def test_a_group_dm_listed_with_the_seat_is_mine() -> None:

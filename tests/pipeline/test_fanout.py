@@ -1,0 +1,178 @@
+"""One event resolved for every seat at once gives exactly the per-seat verdicts: the same
+rules (`resolve_directed` with each seat's `facts_for`), run only for the seats it can concern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contracts import Channel
+from pipeline.directedness import aliases_of, resolve_directed
+from pipeline.facts import Known, facts_for, learn, places_of
+from pipeline.fanout import Resolved, Roster, RosterSeat, resolve_all
+
+MEMBERS = ["scout", "tally", "ann", "bob"]
+ALIASES = ["U0SCOUT", "U0TALLY", "u0ann", "Scout", "bob", "github:bob", " U0X "]
+NAMES = ["Scout", "Tally", "Ann", "Ann Lee", "Bo", "scout.bot"]
+KINDS = ["PUBLIC", "PRIVATE", "DM", "GROUP_DM"]
+SURFACES = ["mention", "thread_reply", "dm", "assigned"]
+
+
+def seat(member: str, aliases: list[str], names: list[str], off: list[str]) -> RosterSeat:
+    wire = {
+        "memberId": member,
+        "aliases": aliases,
+        "names": tuple(names),
+        "surfaces": {s: False for s in off},
+    }
+    return RosterSeat(member, wire, aliases_of(wire))
+
+
+seats_st = st.lists(
+    st.builds(
+        seat,
+        st.sampled_from(MEMBERS),
+        st.lists(st.sampled_from(ALIASES), max_size=3),
+        st.lists(st.sampled_from(NAMES), max_size=2),
+        st.lists(st.sampled_from(SURFACES), max_size=2),
+    ),
+    max_size=5,
+    unique_by=lambda s: s.member_id,
+)
+ident_st = st.sampled_from([*MEMBERS, *ALIASES, "U0OTHER", ""])
+body_st = st.lists(
+    st.sampled_from([*NAMES, "hello", "@Scout", "Ann-Lee", "scout.bot.", "x@Tally", ","]),
+    max_size=5,
+).map(" ".join)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict[str, Any]:
+    thread = draw(st.sampled_from([None, "100.1", "200.2"]))
+    family = draw(st.sampled_from(["messaging"] * 6 + ["board", "calling"]))
+    return {
+        "family": family,
+        "source": "slack",
+        "deliveryId": "d",
+        "ids": {
+            "channelId": draw(st.sampled_from(["C1", "G1", "D1", ""])),
+            "messageId": "300.3",
+            "threadRootId": thread,
+            "issueId": draw(st.sampled_from([None, "42"])),
+        },
+        "msg": {
+            "authorId": draw(ident_st),
+            "parentAuthorId": draw(st.none() | ident_st),
+            "mentions": draw(st.lists(ident_st, max_size=2)),
+            "body": draw(body_st),
+            "channelKind": draw(st.sampled_from(KINDS)),
+            "audienceIds": draw(st.lists(ident_st, max_size=2)),
+        },
+        "board": {
+            "action": draw(st.sampled_from(["assigned", "commented"])),
+            "assigneeIds": draw(st.lists(ident_st, max_size=2)),
+            "mentions": draw(st.lists(ident_st, max_size=2)),
+        },
+        "call": {"calleeIds": draw(st.lists(ident_st, max_size=2))},
+        "atMs": 1,
+    }
+
+
+members_st = st.frozensets(st.sampled_from(MEMBERS))
+
+
+@st.composite
+def knowns(draw: st.DrawFn, candidate: dict[str, Any]) -> Known:
+    channel = None
+    if draw(st.booleans()) and candidate["ids"]["channelId"]:
+        channel = Channel(
+            id=candidate["ids"]["channelId"],
+            kind=draw(st.sampled_from(KINDS)),
+            member_ids=tuple(draw(members_st)),
+        )
+    return Known(
+        channel=channel,
+        channel_seats=draw(members_st),
+        spoke=draw(members_st),
+        named=draw(members_st),
+        item_seats=draw(members_st),
+    )
+
+
+def one_by_one(candidate: dict[str, Any], seats: list[RosterSeat], known: Known) -> list[Any]:
+    places = places_of(candidate)
+    out = []
+    for s in seats:
+        facts = facts_for(candidate, s.member_id, s.aliases, known, places=places)
+        verdict = resolve_directed(candidate, s.wire, facts)
+        taught = learn(candidate, verdict, channel_listed=known.channel is not None)
+        out.append(Resolved(s.member_id, verdict, taught))
+    return out
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.data(), seats_st, messages())
+def test_every_seat_gets_the_verdict_it_gets_alone(
+    data: st.DataObject, seats: list[RosterSeat], candidate: dict[str, Any]
+) -> None:
+    known = data.draw(knowns(candidate))
+    together = resolve_all(candidate, Roster.of(seats), known, places_of(candidate))
+    assert together == one_by_one(candidate, seats, known)
+
+
+def message(body: str = "", **msg: Any) -> dict[str, Any]:
+    return {
+        "family": "messaging",
+        "source": "slack",
+        "deliveryId": "d",
+        "ids": {"channelId": "C1", "messageId": "1.1", "threadRootId": msg.pop("thread", None)},
+        "msg": {"authorId": "U0ANN", "body": body, "channelKind": "PUBLIC", **msg},
+        "atMs": 1,
+    }
+
+
+ROSTER = Roster.of(
+    [
+        seat("ann", ["U0ANN"], ["Ann"], []),
+        seat("lee", ["U0LEE"], ["Ann Lee"], []),
+        seat("scout", ["U0SCOUT"], ["Scout"], []),
+    ]
+)
+
+
+def reasons(candidate: dict[str, Any], known: Known | None = None) -> dict[str, str]:
+    got = resolve_all(candidate, ROSTER, known or Known(), places_of(candidate))
+    return {r.seat_id: r.verdict.reason for r in got}
+
+
+def test_a_longer_name_does_not_hide_a_shorter_one() -> None:
+    """The roster's one pattern only says whether anybody is named; each seat's own pattern
+    decides, so "Ann Lee" names both the seat called Ann Lee and the one called Ann."""
+    assert reasons(message("Ann Lee, can you look?", authorId="U0BOB")) == {
+        "ann": "named",
+        "lee": "named",
+        "scout": "ambient",
+    }
+
+
+def test_the_seats_an_event_concerns_are_found_by_alias_and_thread() -> None:
+    assert reasons(message("hi", mentions=["u0scout "])) == {
+        "ann": "own_echo",
+        "lee": "ambient",
+        "scout": "mention",
+    }
+    in_thread = Known(spoke=frozenset({"lee"}))
+    assert reasons(message("ok", thread="9.9", authorId="U0BOB"), in_thread)["lee"] == (
+        "thread_participant"
+    )
+
+
+def test_a_private_listed_channel_is_hidden_from_seats_outside_it() -> None:
+    private = Known(channel=Channel(id="C1", kind="PRIVATE", member_ids=("scout",)))
+    assert reasons(message("standup notes", authorId="U0BOB"), private) == {
+        "ann": "not_visible",
+        "lee": "not_visible",
+        "scout": "ambient",
+    }
