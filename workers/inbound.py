@@ -130,7 +130,8 @@ class InboundStore:
                     keys.seat_state(r.seat_id),
                 ]
             seat_args += [r.seat_id, verdict, item]
-            facts += fact_keys(r.seat_id, places, r.learned)
+            if r.learned:
+                facts += fact_keys(r.seat_id, places, r.learned)
         state = "directed" if directed else "ambient"
         summary = json.dumps({"seats": len(resolved), "directed": directed})
         try:
