@@ -351,7 +351,17 @@ class Bench:
 
     # ------------------------------------------------------------------ seatwire
 
-    def seatwire(self, rnd: int, fsync: bool) -> Result:
+    def seatwire(
+        self,
+        rnd: int,
+        fsync: bool,
+        *,
+        extra_env: dict[str, str] | None = None,
+        delivered: Callable[[], int] | None = None,
+        kind: str | None = None,
+    ) -> Result:
+        """Seatwire's three stages; `extra_env` and `delivered` (asks delivered so far) swap
+        the file outbox for another adapter (bench/outbound.py)."""
         from workers import keys
         from workers.bootstrap import build_container, now_ms
         from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, create_app, publish
@@ -360,7 +370,9 @@ class Bench:
         self.flush()
         outbox = self.tmp / f"outbox-{rnd}-{'fsync' if fsync else 'nofsync'}.jsonl"
         env = self._env(
-            SEATWIRE_OUTBOX_PATH=str(outbox), SEATWIRE_OUTBOX_FSYNC="true" if fsync else "false"
+            SEATWIRE_OUTBOX_PATH=str(outbox),
+            SEATWIRE_OUTBOX_FSYNC="true" if fsync else "false",
+            **(extra_env or {}),
         )
         self._apply_env(env)
         seatwire = ["seatwire"] if self.uv else [str(Path(sys.executable).parent / "seatwire")]
@@ -404,12 +416,14 @@ class Bench:
         def drained() -> bool:
             return int(self.r.zcard(keys.JOURNAL_OPEN)) == 0
 
-        def lines() -> int:
+        def outbox_lines() -> int:
             try:
                 with outbox.open("rb") as fh:
                     return sum(1 for _ in fh)
             except FileNotFoundError:
                 return 0
+
+        lines = delivered or outbox_lines
 
         try:
             with running(
@@ -441,7 +455,7 @@ class Bench:
             app.close()
             container.redis.close()
         extra = self._verify(trackings, outbox, expected, lines())
-        kind = f"seatwire fsync={'on' if fsync else 'off'}"
+        kind = kind or f"seatwire fsync={'on' if fsync else 'off'}"
         return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
 
     def _verify(

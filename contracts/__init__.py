@@ -17,6 +17,7 @@ from contracts.inbound import (
     UpdatesPage,
 )
 from contracts.org import Channel, ChannelKind, LauncherSpec, Member, Org, Seat
+from contracts.send_gate import QuietHours, SendGateVerdict, SendPolicy
 from contracts.work import Blocker, Commitment, Origin, Review, Risk, WorkReport
 
 __all__ = [
@@ -42,11 +43,14 @@ __all__ = [
     "MessagePart",
     "Org",
     "Origin",
+    "QuietHours",
     "Review",
     "Risk",
     "Seat",
     "SeatFacts",
     "SeatVerdict",
+    "SendGateVerdict",
+    "SendPolicy",
     "Target",
     "Trace",
     "UpdatesPage",

@@ -14,11 +14,14 @@ DAY_MS = 24 * HOUR_MS
 
 # Outcomes that hold a place against the limits. A live reservation counts so that N
 # concurrent workers can never all pass the same check; `sending` and `unknown` count
-# because the ask may already be in someone's DMs.
-COUNTED_OUTCOMES = frozenset({"engaged", "reserved", "sending", "unknown"})
+# because the ask may already be in someone's DMs; `shadowed` because shadow mode must count
+# what it would have sent exactly as `on` would.
+COUNTED_OUTCOMES = frozenset({"engaged", "reserved", "sending", "unknown", "shadowed"})
 
 Outcome = Literal[
     "engaged",
+    "shadowed",  # send mode shadow: what would have been sent
+    "off",  # send mode off: nothing was decided
     "reserved",
     "sending",
     "unknown",

@@ -10,9 +10,9 @@ from contracts import Candidate, Directedness
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.facts import places_of
 from pipeline.fanout import Resolved
-from workers.errors import PermanentError, TransientError
+from workers.errors import MaybeSent, NotSent, PermanentError, TransientError
 from workers.inbound import InboundStore, inbound_tracking_id
-from workers.outbox import channel_for
+from workers.outbox import SendContext, channel_for
 from workers.stores import Journal
 
 
@@ -26,7 +26,9 @@ class FakeOutbound:
 
     Script entries: "ok", "transient" (fails before applying), "permanent", "boom" (an
     unexpected error before applying), "apply_then_crash" (the ask is applied, then the worker
-    dies before recording it), "apply_then_transient" (applied, then an error is raised).
+    dies before recording it), "apply_then_transient" (applied, then an error is raised),
+    "not_sent" (refused before applying, with a Retry-After of 2 s), "maybe" (applied, then
+    the outcome is lost: `MaybeSent`).
     """
 
     name: str = "fake"
@@ -35,9 +37,11 @@ class FakeOutbound:
     sends: int = 0
     reconciles: int = 0
 
-    def send(self, ask: OutboundAsk, *, now_ms: int) -> SendResult:
+    def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
         self.sends += 1
         step = self.script.pop(0) if self.script else "ok"
+        if step == "not_sent":
+            raise NotSent("scripted 429", retry_after_s=2)
         if step == "transient":
             raise TransientError("scripted transient fault")
         if step == "permanent":
@@ -49,12 +53,14 @@ class FakeOutbound:
             raise Crash
         if step == "apply_then_transient":
             raise TransientError("applied, then the connection reset")
+        if step == "maybe":
+            raise MaybeSent("applied, then the read timed out")
         channel_id, created = channel_for(ask)
         return SendResult(
             channel_id=channel_id, message_id=f"m-{len(self.applied)}", room_created=created
         )
 
-    def reconcile(self, ask: OutboundAsk) -> SendResult | None:
+    def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         self.reconciles += 1
         for i, done in enumerate(self.applied, 1):
             if done.idempotency_id == ask.idempotency_id:

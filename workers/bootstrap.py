@@ -15,6 +15,7 @@ from celery import Celery
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
+from workers.dlq import DeadLetters
 from workers.errors import ConfigError
 from workers.handlers import Stages
 from workers.inbound import InboundStore
@@ -40,9 +41,37 @@ def redis_client(url: str) -> redis.Redis:
     )
 
 
-def outbound_for(settings: Settings) -> Outbound:
+def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Outbound:
+    """The configured adapter, built without touching the network (`check()` does that, at
+    the start of a process that sends)."""
     if settings.outbound == "file":
         return FileOutbox(settings.outbox_path, fsync=settings.outbox_fsync)
+    if settings.outbound == "slack":
+        from workers.adapters.slack import ChannelCooldowns, SlackOutbound
+
+        def directory() -> dict[str, tuple[tuple[str, ...], str]]:
+            view, _degraded = org.current()
+            return {m.id: (m.aliases, m.display_name) for m in view.org.members}
+
+        token = settings.slack_bot_token
+        assert token is not None  # Settings.check refuses slack without one
+        return SlackOutbound(
+            token=token.get_secret_value(),
+            api_url=settings.slack_api_url,
+            timeout_s=settings.send_timeout_s,
+            directory=directory,
+            cooldowns=ChannelCooldowns(client),
+        )
+    if settings.outbound == "webhook":
+        from workers.adapters.webhook import WebhookOutbound
+
+        secret = settings.webhook_secret
+        assert settings.webhook_url is not None and secret is not None  # Settings.check
+        return WebhookOutbound(
+            url=settings.webhook_url,
+            secret=secret.get_secret_value(),
+            timeout_s=settings.send_timeout_s,
+        )
     raise ConfigError(f"unknown outbound adapter {settings.outbound!r}")
 
 
@@ -57,6 +86,7 @@ class Container:
     stages: Stages
     inbox: Inbox
     inbound: InboundStore
+    dead_letters: DeadLetters
     app: Celery | None = None
 
 
@@ -71,7 +101,7 @@ def build_container(
     org = OrgSource.open(settings.org_file)
     journal = Journal(client, deadline_ms=settings.journal_deadline_ms)
     ledger = Ledger(client, limits=settings.limits, reservation_ttl_ms=settings.reservation_ttl_ms)
-    outbound = outbound_for(settings)
+    outbound = outbound_for(settings, org, client)
     inbound = InboundStore(client, retention_ms=settings.inbound_retention_ms)
     stages = Stages(
         journal=journal,
@@ -80,7 +110,10 @@ def build_container(
         outbound=outbound,
         inbound=inbound,
         clock_ms=now_ms,
-        lease_ms=(settings.task_time_limit_s + 30) * 1000,
+        # A live try is killed at the hard time limit; the lease outlasts it a little.
+        lease_ms=(settings.task_time_limit_s + 10) * 1000,
+        mode=settings.send_mode,
+        policy=settings.send_policy,
     )
     return Container(
         settings=settings,
@@ -92,6 +125,7 @@ def build_container(
         stages=stages,
         inbox=Inbox(client),
         inbound=inbound,
+        dead_letters=DeadLetters(client, max_deliveries=settings.max_deliveries),
         app=app,
     )
 

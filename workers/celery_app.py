@@ -23,6 +23,7 @@ class Queue(StrEnum):
     GUARDRAILS = "guardrails"
     SEND = "send"
     BENCH = "bench"
+    BEAT = "beat"  # what beat schedules, consumed by `seatwire beat` itself
 
 
 STAGE_QUEUES = (Queue.DIRECTEDNESS, Queue.ENGAGEMENT, Queue.GUARDRAILS, Queue.SEND)
@@ -33,6 +34,7 @@ class Task(StrEnum):
     ENGAGEMENT = "seatwire.engagement"
     GUARDRAILS = "seatwire.guardrails"
     SEND = "seatwire.send"
+    SWEEP = "seatwire.sweep"  # beat: re-enqueue overdue journal entries, release parked ones
 
 
 TASK_QUEUE = {
@@ -40,6 +42,7 @@ TASK_QUEUE = {
     Task.ENGAGEMENT: Queue.ENGAGEMENT,
     Task.GUARDRAILS: Queue.GUARDRAILS,
     Task.SEND: Queue.SEND,
+    Task.SWEEP: Queue.BEAT,
 }
 
 # Ingress publishes under a tight policy so it can answer 503 inside its budget; workers
@@ -104,12 +107,27 @@ def create_app(settings: Settings, *, register: bool = True) -> Celery:
         worker_max_tasks_per_child=1000,
         worker_hijack_root_logger=False,
         enable_utc=True,
+        beat_schedule=beat_schedule(settings),
     )
     if register:
-        from workers.tasks import register_tasks
+        from workers.tasks import register_beat_tasks, register_tasks
 
         register_tasks(app)
+        register_beat_tasks(app)
     return app
+
+
+def beat_schedule(settings: Settings) -> dict[str, Any]:
+    """What `seatwire beat` runs. A tick not started within its interval expires unrun: the
+    next one does its work, so a stalled beat worker never comes back to a pile of ticks."""
+    every = settings.sweep_interval_s
+    return {
+        "sweep": {
+            "task": Task.SWEEP.value,
+            "schedule": every,
+            "options": {"queue": Queue.BEAT.value, "expires": every},
+        }
+    }
 
 
 def publish(

@@ -1,4 +1,4 @@
-"""The `seatwire` command: up, demo, worker, ingress, schema."""
+"""The `seatwire` command: up, demo, worker, ingress, beat, dlq, schema."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 import uvicorn
@@ -16,6 +16,9 @@ from rich.console import Console
 
 from workers.errors import ConfigError
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.dlq import DeadLetters
 
 cli = typer.Typer(
     add_completion=False,
@@ -52,11 +55,17 @@ def up(
     system = EmbeddedSystem(settings)
     try:
         api = system.start()
+        assert system.container is not None
+        sends_to = system.container.outbound.check()  # a bad token is refused now
     except ConfigError as exc:
+        system.stop()
         _refuse(exc)
     where = "embedded" if settings.embedded else f"Redis {settings.redis_url}"
     h, p = host or settings.host, port or settings.port
-    console.print(f"Seatwire up ({where}) on http://{h}:{p} — outbox {settings.outbox_path}")
+    console.print(
+        f"Seatwire up ({where}) on http://{h}:{p}; send mode {settings.send_mode}, "
+        f"asks go to {sends_to}"
+    )
     if settings.embedded:
         console.print(f"bearer token: {settings.token()}")
     try:
@@ -100,12 +109,21 @@ def worker(
         console.print(f"[red]unknown queue(s) {unknown}[/red]; choose from {sorted(known)}")
         raise typer.Exit(2)
     try:
-        bootstrap.build_container(settings).redis.ping()  # fail at start, not at the first task
+        container = bootstrap.build_container(settings)
+        container.redis.ping()  # fail at start, not at the first task
     except ConfigError as exc:
         _refuse(exc)
     except Exception as exc:
         console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
         raise typer.Exit(2) from exc
+    if Queue.SEND.value in names:
+        # A missing token, a wrong one or an API nobody answers at is refused here, not at
+        # the first ask.
+        try:
+            where = container.outbound.check()
+        except ConfigError as exc:
+            _refuse(exc)
+        console.print(f"send mode {settings.send_mode}: asks go to {where}")
     app = create_app(settings)
     # Pool processes are forked from this one and recycled every 1,000 tasks. A full collection
     # in a child would walk (and so copy, page by page) everything it inherited: take all of
@@ -208,6 +226,122 @@ def schema(
     for name, body in schemas.items():
         (out / f"{name}.schema.json").write_text(json.dumps(body, indent=2) + "\n")
     console.print(f"wrote {len(schemas)} schemas to {out}")
+
+
+@cli.command()
+def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Run beat: the sweeper and the parking lot, every SEATWIRE_SWEEP_INTERVAL_S (needs
+    SEATWIRE_REDIS_URL). Run exactly one per deployment."""
+    from workers import bootstrap
+    from workers.celery_app import Queue, create_app
+
+    settings = _settings()
+    if settings.embedded:
+        _refuse(
+            "a separate beat needs a shared broker: set SEATWIRE_REDIS_URL "
+            "(`seatwire up` runs the same tick in its own process)"
+        )
+    try:
+        bootstrap.build_container(settings).redis.ping()
+    except ConfigError as exc:
+        _refuse(exc)
+    except Exception as exc:
+        console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    app = create_app(settings)
+    # Celery beat embedded in a one-process worker that consumes only the `beat` queue: the
+    # ticks beat schedules are run right here, never behind a stage's backlog. The scheduler
+    # keeps its state in memory (nothing to persist for a fixed interval).
+    app.worker_main(
+        [
+            "worker",
+            "--beat",
+            "--scheduler",
+            "celery.beat:Scheduler",
+            "-Q",
+            Queue.BEAT.value,
+            "-P",
+            "solo",
+            "-c",
+            "1",
+            "--loglevel",
+            loglevel,
+            "-n",
+            f"beat-{os.getpid()}@%h",
+            "--without-mingle",
+            "--without-gossip",
+        ]
+    )
+
+
+dlq = typer.Typer(no_args_is_help=True, help="The dead-letter queue: list and replay.")
+cli.add_typer(dlq, name="dlq")
+
+
+def _dead_letters() -> tuple[Settings, DeadLetters]:
+    from workers import bootstrap
+    from workers.dlq import DeadLetters
+
+    settings = _settings()
+    if settings.embedded or settings.redis_url is None:
+        _refuse("the dead-letter queue lives in Redis: set SEATWIRE_REDIS_URL")
+    client = bootstrap.redis_client(settings.redis_url)
+    return settings, DeadLetters(client, max_deliveries=settings.max_deliveries)
+
+
+def _age(ms: int) -> str:
+    s = max(0, ms // 1000)
+    if s < 60:
+        return f"{s}s"
+    if s < 3_600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86_400:
+        return f"{s // 3_600}h {s % 3_600 // 60}m"
+    return f"{s // 86_400}d {s % 86_400 // 3_600}h"
+
+
+@dlq.command("list")
+def dlq_list(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    limit: Annotated[int, typer.Option(help="at most this many, newest first")] = 100,
+) -> None:
+    """List the dead letters, newest first: what gave up, where, why, after how many tries."""
+    from rich.table import Table
+
+    from workers.bootstrap import now_ms
+
+    _, letters = _dead_letters()
+    found = letters.list(limit)
+    if as_json:
+        typer.echo(json.dumps([x.to_wire() for x in found], indent=2))
+        return
+    if not found:
+        console.print("the dead-letter queue is empty")
+        return
+    table = Table(title=f"dead letters ({letters.count()})")
+    for column in ("id", "tracking id", "stage", "reason", "deliveries", "age"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("stage", "reason"))
+    now = now_ms()
+    for x in found:
+        table.add_row(
+            x.id, x.tracking_id, x.stage, x.reason, str(x.deliveries), _age(now - x.at_ms)
+        )
+    console.print(table)
+
+
+@dlq.command("replay")
+def dlq_replay(dlq_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Re-publish a dead letter's message (same task id) and reopen its journal entry."""
+    from workers.bootstrap import now_ms
+    from workers.celery_app import create_app
+
+    settings, letters = _dead_letters()
+    app = create_app(settings, register=False)
+    done = letters.replay(dlq_id, app, deadline_ms=settings.journal_deadline_ms, now_ms=now_ms())
+    if done.verb in ("unknown", "missing", "nomessage"):
+        console.print(f"[red]cannot replay:[/red] {done.detail}")
+        raise typer.Exit(2)
+    console.print(("replayed: " if done.verb == "ok" else "nothing to do: ") + done.detail)
 
 
 def main() -> None:

@@ -7,12 +7,14 @@ Redis (and broker), so `seatwire up` is also a one-box deployment.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 
 import uvicorn
+from celery import Celery
 from celery.worker import WorkController
 from fastapi import FastAPI
 
@@ -20,6 +22,9 @@ from workers import bootstrap
 from workers.celery_app import STAGE_QUEUES, create_app
 from workers.ingress import create_ingress
 from workers.settings import Settings
+from workers.sweeper import run_tick
+
+log = logging.getLogger("seatwire.embedded")
 
 
 def free_port() -> int:
@@ -36,6 +41,7 @@ class EmbeddedSystem:
     _worker: WorkController | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
     _server: uvicorn.Server | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> FastAPI:
         client = None
@@ -44,6 +50,9 @@ class EmbeddedSystem:
 
             client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
         app = create_app(self.settings)
+        # The pool threads run each task through Celery's *default* app (as `celery worker`
+        # arranges in its own process): make it this one, whose tasks are registered.
+        app.set_default()
         self.container = bootstrap.build_container(self.settings, client=client, app=app)
         bootstrap.install(self.container)
         self._worker = WorkController(
@@ -62,7 +71,19 @@ class EmbeddedSystem:
         )
         worker_thread.start()
         self._threads.append(worker_thread)
+        # Beat's tick (the sweeper and the parking lot), in-process: there is no beat here.
+        sweeper = threading.Thread(target=self._sweep, args=(app,), name="sweeper", daemon=True)
+        sweeper.start()
+        self._threads.append(sweeper)
         return create_ingress(self.container, app)
+
+    def _sweep(self, app: Celery) -> None:
+        assert self.container is not None
+        while not self._stopping.wait(self.settings.sweep_interval_s):
+            try:
+                run_tick(self.container, app)
+            except Exception:  # the next tick tries again, as beat's would
+                log.exception("sweep tick failed")
 
     def serve_in_background(self, api: FastAPI, host: str, port: int) -> str:
         config = uvicorn.Config(api, host=host, port=port, log_level="warning", lifespan="off")
@@ -78,6 +99,7 @@ class EmbeddedSystem:
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.should_exit = True
         if self._worker is not None:

@@ -2,7 +2,12 @@
 
 SeatwireError
 ├── TransientError     worth retrying with backoff (a broker or Redis blip, a full disk)
-│   └── LeaseBusy      another worker holds a live send lease; try again after it
+│   ├── LeaseBusy      another worker holds a live send lease; try again after it
+│   ├── NotSent        a send that provably did not reach the provider (429, refused
+│   │                  connection): retry after `retry_after_s`, without reconciling
+│   ├── MaybeSent      a send that may have been applied (timeout, reset, 5xx,
+│   │                  internal_error): reconcile before anything is sent again
+│   └── Deferred       the send gate holds the ask until `until_ms` (quiet hours)
 ├── PermanentError     retrying cannot help (bad payload, unknown seat, a bug)
 └── ConfigError        refused at start: the process must not run with it
 """
@@ -22,6 +27,32 @@ class LeaseBusy(TransientError):
     def __init__(self, until_ms: int) -> None:
         super().__init__(f"another worker holds the send lease until {until_ms}")
         self.until_ms = until_ms
+
+
+class NotSent(TransientError):
+    """The provider refused or never received the send; it is safe to send it again."""
+
+    def __init__(self, reason: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
+class MaybeSent(TransientError):
+    """The send left and its outcome is unknown: it may have been applied."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Deferred(TransientError):
+    """The send gate holds an ask that was not sent until `until_ms`; never a drop."""
+
+    def __init__(self, until_ms: int, reason: str) -> None:
+        super().__init__(reason)
+        self.until_ms = until_ms
+        self.reason = reason
 
 
 class PermanentError(SeatwireError):

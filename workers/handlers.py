@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
-from contracts import EngagementDecision, GuardrailVerdict, LedgerRow
+from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, SendGateVerdict, SendPolicy
 from contracts.messages import (
     DecisionEnvelope,
     InboundEnvelope,
@@ -26,11 +26,22 @@ from pipeline.engagement import apply_guardrail, decide_engagement
 from pipeline.facts import Places, learn_from_send, places_of, reads_membership
 from pipeline.fanout import resolve_all
 from pipeline.guardrails import judge
-from workers.errors import LeaseBusy, PermanentError, TransientError
+from pipeline.send_gate import check_send, reached_member_ids
+from workers.errors import (
+    ConfigError,
+    Deferred,
+    LeaseBusy,
+    MaybeSent,
+    NotSent,
+    PermanentError,
+    TransientError,
+)
+from workers.faults import crash_point
 from workers.inbound import InboundStore, Recorded
 from workers.org import OrgSource
-from workers.outbox import Outbound
+from workers.outbox import Outbound, SendContext
 from workers.stores import Journal, Ledger
+from workers.timezones import offset_of
 
 log = logging.getLogger("seatwire.handlers")
 
@@ -106,6 +117,10 @@ class Stages:
     clock_ms: Callable[[], int]
     lease_ms: int = 90_000
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
+    # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
+    # have sent without sending, `on` sends. Each is written down, never silent.
+    mode: str = "on"
+    policy: SendPolicy = field(default_factory=SendPolicy)
 
     # ------------------------------------------------------------------ directedness
 
@@ -128,6 +143,9 @@ class Stages:
         seat = view.seat(env.seat_id)
         if seat is None:
             raise PermanentError(f"seat {env.seat_id} is not in the org file")
+        if self.mode == "off":
+            self._off(env, seat.member_id)
+            return None
         ctx = {
             "me": seat.member_id,
             "directory": view.directory,
@@ -174,6 +192,34 @@ class Stages:
             return None
         return DecisionEnvelope(
             tracking_id=env.tracking_id, seat_id=seat.member_id, decision=stored
+        )
+
+    def _off(self, env: WorkEnvelope, seat_id: str) -> None:
+        """Send mode `off`: the report is received and written down as not decided."""
+        now = self.clock_ms()
+        decision = EngagementDecision(
+            engage=False,
+            reason_code="mode_off",
+            reason="Seatwire's send mode is off (SEATWIRE_SEND_MODE=off): nothing is decided",
+            work_id=env.report.id,
+            now_ms=now,
+        )
+        row = ledger_row(
+            seat_id,
+            decision,
+            env.tracking_id,
+            outcome="off",
+            at_ms=now,
+            reason_code="mode_off",
+            reason=decision.reason,
+        )
+        self.journal.record_decision(
+            env.tracking_id,
+            seat_id=seat_id,
+            decision=decision,
+            row=row,
+            now_ms=now,
+            final_state="off",
         )
 
     # ------------------------------------------------------------------ guardrails
@@ -250,6 +296,33 @@ class Stages:
             )
         raise TransientError(f"reservation for {op_id} keeps expiring before the send")
 
+    def give_up(self, env: ReservedEnvelope, reason: str) -> str:
+        """Out of tries for a send that never reached the provider: `send_failed`, with why,
+        and its reservation released. Taken under the send lease like any try, so a try that
+        may have sent meanwhile is never overwritten."""
+        token = self.new_token()
+        start = self.ledger.begin_send(
+            env.tracking_id, tracking_id=env.tracking_id, token=token, lease_ms=self.lease_ms
+        )
+        if start.verb == "reconcile":
+            self.ledger.abandon(env.tracking_id, token)  # in doubt: leave it to reconcile
+            return "unknown"
+        if start.verb != "go":
+            return start.info  # final already, busy, lapsed or missing: not ours to fail
+        verdict = env.verdict.model_copy(update={"attempt": start.attempt or env.verdict.attempt})
+        ask = self._ask(env, verdict)
+        self._close(
+            env,
+            verdict,
+            ask,
+            token,
+            outcome="send_failed",
+            at_ms=int(start.info),
+            reason=reason,
+            why=f"send failed: {reason}",
+        )
+        return "send_failed"
+
     def _deliver(
         self,
         env: ReservedEnvelope,
@@ -260,41 +333,168 @@ class Stages:
         reconcile: bool,
     ) -> str:
         ask = self._ask(env, verdict)
+        crash_point("send", "after_intent", env.tracking_id)
+        op_id = env.tracking_id
+        ctx = SendContext(
+            now_ms=self.clock_ms(),
+            since_ms=reserved_at,
+            record=lambda notes: self._note(op_id, token, notes),
+        )
+        if reconcile or ask.surface == "new_room":
+            state = self.ledger.op_state(op_id)
+            ctx.notes.update({k[5:]: v for k, v in state.items() if k.startswith("note:")})
         try:
-            found = self.outbound.reconcile(ask) if reconcile else None
+            # In shadow mode nothing was ever sent, so there is nothing to look for.
+            look = reconcile and self.mode != "shadow"
+            found = self.outbound.reconcile(ask, ctx) if look else None
             if found is not None:
                 return self._engaged(env, verdict, ask, found, token, reserved_at)
+            # Not on the wire (never sent, or provably absent): the gate decides if it may go.
+            gate = self._gate(ask)
+            if gate.outcome == "blocked":
+                return self._blocked(env, verdict, ask, gate, token, reserved_at)
+            if gate.outcome == "defer":
+                self.ledger.release(op_id, token, f"{gate.rule}: {gate.detail}")
+                raise Deferred(gate.defer_until_ms or self.clock_ms(), gate.detail)
+            if self.mode == "shadow":
+                return self._shadowed(env, verdict, ask, token, reserved_at)
             try:
-                result = self.outbound.send(ask, now_ms=self.clock_ms())
+                result = self.outbound.send(ask, ctx)
+                crash_point("send", "after_api_ok_before_done", env.tracking_id)
+            except NotSent as exc:
+                # Provably never applied: the next try sends without reconciling first.
+                self.ledger.release(op_id, token, exc.reason)
+                raise
             except PermanentError as exc:
-                row = _row(
-                    env.seat_id,
-                    env.decision,
+                self._close(
+                    env,
                     verdict,
-                    env.tracking_id,
+                    ask,
+                    token,
                     outcome="send_failed",
                     at_ms=reserved_at,
                     reason=str(exc),
-                    extra_why=f"send failed permanently: {exc}",
-                    ask=ask,
-                )
-                self.ledger.finish(
-                    env.tracking_id,
-                    outcome="send_failed",
-                    row=row,
-                    token=token,
-                    tracking_id=env.tracking_id,
-                    now_ms=self.clock_ms(),
+                    why=f"send failed permanently: {exc}",
                 )
                 return "send_failed"
             return self._engaged(env, verdict, ask, result, token, reserved_at)
+        except (NotSent, Deferred):
+            raise
         except Exception as exc:
-            # After the intent, any failure may have left the ask out or not: mark the op
-            # `unknown` so the next try reconciles before it posts anything.
+            # After the intent, any other failure may have left the ask out or not: mark the
+            # op `unknown` so the next try reconciles before it posts anything.
             self.ledger.abandon(env.tracking_id, token)
-            if isinstance(exc, TransientError):
-                raise
-            raise TransientError(f"send of {ask.idempotency_id} interrupted: {exc!r}") from exc
+            if isinstance(exc, TransientError | PermanentError):
+                raise  # a PermanentError here is a reconciliation that cannot be done
+            raise MaybeSent(f"send of {ask.idempotency_id} interrupted: {exc!r}") from exc
+
+    def _gate(self, ask: OutboundAsk) -> SendGateVerdict:
+        view, _degraded = self.org.current()
+        members = {m.id: m for m in view.org.members}
+        quiet = self.policy.quiet_hours
+        default = quiet.default_timezone if quiet is not None else "UTC"
+        zones = {}
+        for member_id in reached_member_ids(ask):
+            zone = members[member_id].timezone if member_id in members else None
+            if zone:
+                try:
+                    zones[member_id] = offset_of(zone)
+                except ConfigError:  # a typo in the org file: the default zone, said aloud
+                    log.warning("member %s has an unknown time zone %r", member_id, zone)
+        return check_send(
+            ask,
+            policy=self.policy,
+            members=members,
+            timezones=zones,
+            default_tz=offset_of(default),
+            now_ms=self.clock_ms(),
+        )
+
+    def _blocked(
+        self,
+        env: ReservedEnvelope,
+        verdict: GuardrailVerdict,
+        ask: OutboundAsk,
+        gate: SendGateVerdict,
+        token: str,
+        reserved_at: int,
+    ) -> str:
+        """The send gate refused the ask: `send_blocked` with the rule, the place released."""
+        self._close(
+            env,
+            verdict,
+            ask,
+            token,
+            outcome="send_blocked",
+            at_ms=reserved_at,
+            reason=f"{gate.rule}: {gate.detail}",
+            why=f"send gate {gate.rule}: {gate.detail}",
+        )
+        return "send_blocked"
+
+    def _shadowed(
+        self,
+        env: ReservedEnvelope,
+        verdict: GuardrailVerdict,
+        ask: OutboundAsk,
+        token: str,
+        reserved_at: int,
+    ) -> str:
+        """Send mode `shadow`: the ask is recorded as what would have been sent, and kept
+        against the limits as `on` would keep it; nothing goes on the wire."""
+        self._close(
+            env,
+            verdict,
+            ask,
+            token,
+            outcome="shadowed",
+            at_ms=reserved_at,
+            reason=env.decision.reason,
+            why="shadow mode: recorded as what would have been sent; nothing was sent",
+        )
+        return "shadowed"
+
+    def _close(
+        self,
+        env: ReservedEnvelope,
+        verdict: GuardrailVerdict,
+        ask: OutboundAsk,
+        token: str,
+        *,
+        outcome: str,
+        at_ms: int,
+        reason: str | None,
+        why: str | None,
+        result: SendResult | None = None,
+    ) -> str:
+        """Record a send's final outcome once, with its ledger row; the script's verb."""
+        row = _row(
+            env.seat_id,
+            env.decision,
+            verdict,
+            env.tracking_id,
+            outcome=outcome,
+            at_ms=at_ms,
+            reason=reason,
+            extra_why=why,
+            ask=ask,
+            result=result,
+        )
+        return self.ledger.finish(
+            env.tracking_id,
+            outcome=outcome,
+            row=row,
+            token=token,
+            tracking_id=env.tracking_id,
+            now_ms=self.clock_ms(),
+            message_id=result.message_id if result else "",
+            channel_id=result.channel_id if result else "",
+            idempotency_id=ask.idempotency_id,
+        )
+
+    def _note(self, op_id: str, token: str, notes: dict[str, str]) -> None:
+        if not self.ledger.note(op_id, token, **notes):
+            raise LeaseBusy(0)  # another try took the op over; this one must stop here
 
     def _engaged(
         self,
@@ -305,27 +505,16 @@ class Stages:
         token: str,
         reserved_at: int,
     ) -> str:
-        row = _row(
-            env.seat_id,
-            env.decision,
+        verb = self._close(
+            env,
             verdict,
-            env.tracking_id,
+            ask,
+            token,
             outcome="engaged",
             at_ms=reserved_at,
             reason=env.decision.reason,
-            ask=ask,
+            why=None,
             result=result,
-        )
-        verb = self.ledger.finish(
-            env.tracking_id,
-            outcome="engaged",
-            row=row,
-            token=token,
-            tracking_id=env.tracking_id,
-            now_ms=self.clock_ms(),
-            message_id=result.message_id,
-            channel_id=result.channel_id,
-            idempotency_id=ask.idempotency_id,
         )
         # After the outcome, and best-effort: the ask is out and recorded whatever happens
         # here; the seat's own message echoed back by the provider teaches the thread again.

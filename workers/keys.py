@@ -13,10 +13,25 @@ JOURNAL_FAILED = f"{PREFIX}j:failed"  # zset trackingId -> ms, entries a stage g
 LEDGER_SEATS = f"{PREFIX}ledger:seats"  # set of seat ids that have a ledger stream
 PENDING = f"{PREFIX}g:pending"  # zset opId -> reservation expiry ms
 OP_PREFIX = f"{PREFIX}g:op:"
+# The delivery cap, the dead-letter queue and the parking lot (DESIGN.md section 14).
+DLQ = f"{PREFIX}dlq"  # zset dlqId -> dead-lettered at ms; each one's record is dead_letter(id)
+PARKED = f"{PREFIX}park"  # zset taskId -> due ms, stage messages waiting to be re-enqueued
+PARKED_MESSAGES = f"{PREFIX}park:msg"  # hash taskId -> the parked message and why (JSON)
 
 
 def journal(tracking_id: str) -> str:
     return f"{PREFIX}j:{tracking_id}"
+
+
+def deliveries(tracking_id: str) -> str:
+    """How often each stage's message of one entry was delivered (hash stage -> count);
+    written only on a redelivery or a sweeper re-enqueue, the first delivery is implied."""
+    return f"{PREFIX}j:{tracking_id}:dlv"
+
+
+def dead_letter(dlq_id: str) -> str:
+    """One dead letter: where, why, how often, and the message to replay (hash)."""
+    return f"{PREFIX}dlq:{dlq_id}"
 
 
 def ledger_stream(seat_id: str) -> str:
@@ -85,3 +100,8 @@ def channel_seats(channel_id: str) -> str:
 def item_seats(item_id: str) -> str:
     """Seats a board item belongs to (assigned to them)."""
     return f"{PREFIX}f:item:{item_id}"
+
+
+def slack_cooldown(channel_id: str) -> str:
+    """A Slack conversation no post may go to until the key expires (after a 429 there)."""
+    return f"{PREFIX}slack:cool:{channel_id}"

@@ -12,21 +12,50 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from contracts.messages import OutboundAsk, SendResult
-from workers.errors import TransientError
+from workers.errors import ConfigError, TransientError
 
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
+@dataclass
+class SendContext:
+    """What an adapter knows about the send in flight besides the ask itself."""
+
+    now_ms: int
+    since_ms: int  # when this ask's first try began: reconciliation looks no earlier
+    notes: dict[str, str] = field(default_factory=dict)  # steps earlier tries wrote down
+    # Writes steps down (a room created, a conversation opened) under the try's lease, so a
+    # retry after a crash finds them instead of doing them twice.
+    record: Callable[[dict[str, str]], None] = lambda _notes: None
+
+    def remember(self, **notes: str) -> None:
+        self.record(notes)
+        self.notes.update(notes)
+
+
 class Outbound(Protocol):
+    """An outbound adapter: `send` puts one ask on the wire; `reconcile` finds an earlier try
+    of the same ask (by its idempotency id) or says it is provably absent (None).
+
+    Failures are typed (workers/errors.py): `NotSent` (safe to send again, maybe after
+    `retry_after_s`), `MaybeSent` (reconcile first), `PermanentError` (one attempt only)."""
+
     name: str
 
-    def send(self, ask: OutboundAsk, *, now_ms: int) -> SendResult: ...
+    def check(self) -> str:
+        """Refuse, with a ConfigError, a configuration that can only fail at the first send;
+        otherwise say where asks go."""
+        ...
 
-    def reconcile(self, ask: OutboundAsk) -> SendResult | None: ...
+    def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult: ...
+
+    def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None: ...
 
 
 def _room_slug(ask: OutboundAsk) -> str:
@@ -52,14 +81,22 @@ class FileOutbox:
         self.path = path
         self.fsync = fsync
 
-    def send(self, ask: OutboundAsk, *, now_ms: int) -> SendResult:
+    def check(self) -> str:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise ConfigError(f"cannot write the outbox {self.path}: {exc}") from exc
+        return f"file outbox {self.path}"
+
+    def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
         channel_id, created = channel_for(ask)
         result = SendResult(
             channel_id=channel_id, message_id=f"file:{ask.idempotency_id}", room_created=created
         )
         line = json.dumps(
             {
-                "atMs": now_ms,
+                "atMs": ctx.now_ms,
                 **ask.to_wire(),
                 "channelId": channel_id,
                 "messageId": result.message_id,
@@ -89,7 +126,7 @@ class FileOutbox:
             os.close(fd)  # closing releases the lock
         return result
 
-    def reconcile(self, ask: OutboundAsk) -> SendResult | None:
+    def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         """The earlier write of this ask, if it reached the outbox."""
         for record in read_outbox(self.path):
             if record.get("idempotencyId") == ask.idempotency_id:

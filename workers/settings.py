@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from contracts import Limits
+from contracts import Limits, SendPolicy
 from workers.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +34,21 @@ class Settings(BaseSettings):
     broker_url: str | None = None
     org_file: Path = BUNDLED_ORG
     api_token: SecretStr | None = None
-    outbound: Literal["file"] = "file"
+    # Outbound: which adapter sends asks, and whether anything is sent at all (DESIGN.md 8).
+    outbound: Literal["file", "slack", "webhook"] = "file"
+    send_mode: Literal["off", "shadow", "on"] = "on"
+    send_timeout_s: float = Field(default=10.0, gt=0, le=30)
+    slack_bot_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SEATWIRE_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN"),
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        validation_alias=AliasChoices("SEATWIRE_SLACK_API_URL", "SLACK_API_URL"),
+    )
+    send_policy: SendPolicy = Field(default_factory=SendPolicy)  # the send gate's rules
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None  # Standard Webhooks: `whsec_` + base64
     outbox_path: Path = Path(".seatwire/outbox.jsonl")
     outbox_fsync: bool = True
     limits: Limits = Field(default_factory=Limits)
@@ -44,6 +58,12 @@ class Settings(BaseSettings):
     task_time_limit_s: int = Field(default=60, ge=5)
     reservation_ttl_ms: int = Field(default=1_800_000, ge=1000)
     journal_deadline_ms: int = Field(default=300_000, ge=1000)
+    # Recovery (DESIGN.md section 14): how often beat sweeps the journal for overdue entries
+    # and releases due parked messages, how many entries one tick takes at most, and how
+    # many deliveries of one stage's message run before it goes to the dead-letter queue.
+    sweep_interval_s: float = Field(default=15.0, gt=0)
+    sweep_batch: int = Field(default=500, ge=1)
+    max_deliveries: int = Field(default=5, ge=1)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     ingress_budget_s: float = Field(default=2.5, gt=0)
     # Slack gives up on an answer after 3 s and retries; answer (503 at worst) well inside it.
@@ -105,6 +125,26 @@ class Settings(BaseSettings):
                 "or the broker redelivers tasks that are still running"
             )
         self.token()
+        if self.outbound == "slack" and not _secret(self.slack_bot_token, None):
+            raise ConfigError(
+                "SEATWIRE_OUTBOUND=slack needs a bot token: set SEATWIRE_SLACK_BOT_TOKEN "
+                "(or SLACK_BOT_TOKEN)"
+            )
+        quiet = self.send_policy.quiet_hours
+        if quiet is not None:
+            from workers.timezones import offset_of
+
+            offset_of(quiet.default_timezone)  # an unknown zone is refused here
+        if self.outbound == "webhook":
+            if not (self.webhook_url or "").startswith(("http://", "https://")):
+                raise ConfigError(
+                    "SEATWIRE_OUTBOUND=webhook needs SEATWIRE_WEBHOOK_URL, an http(s) URL"
+                )
+            if not _secret(self.webhook_secret, None):
+                raise ConfigError(
+                    "SEATWIRE_OUTBOUND=webhook needs SEATWIRE_WEBHOOK_SECRET to sign with "
+                    "(Standard Webhooks: whsec_ followed by base64)"
+                )
 
 
 def _secret(value: SecretStr | None, fallback: str | None) -> str | None:

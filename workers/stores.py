@@ -29,6 +29,8 @@ FINAL_STATES = frozenset(
         "directed",
         "ambient",
         "skipped",
+        "shadowed",  # send mode shadow: decided and recorded as what would have been sent
+        "off",  # send mode off: nothing was decided
     }
 )
 RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
@@ -54,7 +56,6 @@ class Journal:
         self.retention_ms = retention_ms
         self._accept = load_script(client, "journal_accept")
         self._skip = load_script(client, "journal_skip")
-        self._fail = load_script(client, "journal_fail")
         self._decide = load_script(client, "decision_record")
 
     def accept(
@@ -109,16 +110,6 @@ class Journal:
     def mark_enqueued(self, tracking_id: str, now_ms: int) -> None:
         self.r.hset(keys.journal(tracking_id), "enqueuedAtMs", now_ms)
 
-    def fail(self, tracking_id: str, *, stage: str, error: str, now_ms: int) -> str:
-        """A stage gave up on this entry: record where and why, and keep it findable in the
-        failed index (the operator's to inspect and replay), never just out of the open one.
-        An entry already final keeps its state (returned), and a missing one is `missing`."""
-        verdict = self._fail(
-            keys=[keys.journal(tracking_id), keys.JOURNAL_OPEN, keys.JOURNAL_FAILED],
-            args=[tracking_id, stage, error[:2000], now_ms, *sorted(FINAL_STATES)],
-        )
-        return text(verdict)
-
     def failed(self, limit: int = 100) -> list[str]:
         """Tracking ids a stage gave up on, newest first."""
         return [text(t) for t in self.r.zrevrange(keys.JOURNAL_FAILED, 0, limit - 1)]
@@ -141,9 +132,13 @@ class Journal:
         decision: EngagementDecision,
         row: LedgerRow | None,
         now_ms: int,
+        final_state: str | None = None,
     ) -> EngagementDecision:
-        """Store the decision once; a non-engagement also writes its ledger row and ends here."""
+        """Store the decision once; a non-engagement also writes its ledger row and ends here
+        (in `final_state`, by default `refused` or `nobody`)."""
         final = "" if row is None else ("refused" if decision.guardrail else "nobody")
+        if row is not None and final_state is not None:
+            final = final_state
         try:
             stored = self._decide(
                 keys=[
@@ -196,6 +191,8 @@ class Ledger:
         self._begin = load_script(client, "send_begin")
         self._finish = load_script(client, "op_finish")
         self._abandon = load_script(client, "send_abandon")
+        self._release = load_script(client, "send_release")
+        self._note = load_script(client, "send_note")
 
     # ---------------------------------------------------------------- guardrails
 
@@ -377,6 +374,15 @@ class Ledger:
     def abandon(self, op_id: str, token: str) -> bool:
         """Mark an interrupted send `unknown`, so the next try reconciles before posting."""
         return bool(self._abandon(keys=[keys.op(op_id)], args=[token]))
+
+    def release(self, op_id: str, token: str, reason: str) -> bool:
+        """Give a send that provably never reached the provider back to `reserved`."""
+        return bool(self._release(keys=[keys.op(op_id)], args=[token, reason]))
+
+    def note(self, op_id: str, token: str, **fields: str) -> bool:
+        """Write down a step of the send in flight (fenced by its token)."""
+        pairs = [x for item in fields.items() for x in item]
+        return bool(self._note(keys=[keys.op(op_id)], args=[token, *pairs]))
 
     def op_state(self, op_id: str) -> dict[str, str]:
         return {text(k): text(v) for k, v in self.r.hgetall(keys.op(op_id)).items()}

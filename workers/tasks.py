@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import random
 from typing import Any
 
 import redis
@@ -18,6 +19,7 @@ from contracts.messages import (
     ReservedEnvelope,
     WorkEnvelope,
 )
+from pipeline.backoff import retry_delay
 from workers import bootstrap
 from workers.celery_app import (
     RETRY_BACKOFF_MAX_S,
@@ -26,35 +28,122 @@ from workers.celery_app import (
     Task,
     publish,
 )
-from workers.errors import LeaseBusy, TransientError
+from workers.errors import Deferred, LeaseBusy, MaybeSent, NotSent, TransientError
+from workers.faults import crash_point
+from workers.parking import park
+from workers.sweeper import postpone, run_tick
 
 log = logging.getLogger("seatwire.tasks")
 
 RETRYABLE = (TransientError, OperationalError, redis.ConnectionError, redis.TimeoutError)
 
 
-def _on_failure(stage: str, message: Any, exc: BaseException) -> None:
-    """A stage that gave up writes that down on the journal entry: never a silent drop."""
-    tracking_id = message.get("trackingId") if isinstance(message, dict) else None
-    log.error("stage %s failed for %s: %s", stage, tracking_id, exc)
+def _tracking_id(message: Any) -> str:
+    found = message.get("trackingId") if isinstance(message, dict) else None
+    return str(found) if found else ""
+
+
+def _on_failure(stage: Queue, message: Any, exc: BaseException) -> None:
+    """A stage that gave up writes that down on the journal entry (`failed`, where and why)
+    and dead-letters the message with its reason: never a silent drop. An error still worth
+    retrying got here only by running out of retries."""
+    tracking_id = _tracking_id(message)
+    reason = "max_retries" if isinstance(exc, RETRYABLE) else f"permanent:{type(exc).__name__}"
+    log.error("stage %s gave up on %s (%s): %s", stage.value, tracking_id, reason, exc)
     if tracking_id:
         try:
-            bootstrap.current().journal.fail(
-                str(tracking_id), stage=stage, error=repr(exc), now_ms=bootstrap.now_ms()
+            bootstrap.current().dead_letters.give_up(
+                tracking_id,
+                queue=stage,
+                reason=reason,
+                error=repr(exc),
+                message=message,
+                now_ms=bootstrap.now_ms(),
             )
         except Exception:  # the journal itself is unreachable; the sweeper will find it
             log.exception("could not record the failure of %s", tracking_id)
 
 
+def _admit_redelivery(stage: Queue, tracking_id: str, message: Any) -> bool:
+    """Count a redelivered message before its body runs; False when it must not run: it
+    reached the delivery cap (dead-lettered now) or was dead-lettered already."""
+    try:
+        delivery = bootstrap.current().dead_letters.count_redelivery(
+            tracking_id, queue=stage, message=message, now_ms=bootstrap.now_ms()
+        )
+    except redis.RedisError as exc:  # the body meets the same Redis, and retries on it
+        log.warning("could not count the redelivery of %s: %s", tracking_id, exc)
+        return True
+    if delivery.verb == "dead":
+        log.error(
+            "dead-lettered %s at stage %s after %s deliveries (worker_lost_loop)",
+            tracking_id,
+            stage.value,
+            delivery.deliveries,
+        )
+    elif delivery.verb == "done":
+        log.warning(
+            "redelivered %s at stage %s is %s already: acked, not run",
+            tracking_id,
+            stage.value,
+            delivery.state,
+        )
+    return delivery.run
+
+
 class StageTask(CeleryTask):  # type: ignore[misc]
-    """Base of every stage: late ack, retry only what is transient, write down a give-up."""
+    """Base of every stage: late ack, retry only what is transient, write down a give-up,
+    and the stage-start hook (the delivery cap, then the `before_claim` crash point)."""
 
     abstract = True
+
+    @property
+    def stage(self) -> Queue:
+        return Queue(self.name.split(".", 1)[-1])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # A redelivered message (kombu marks one it put back: a worker process that died on
+        # it, a visibility timeout, a shutdown) is counted BEFORE the body, which may kill
+        # the process again; a first delivery costs no round trip. At the cap the message is
+        # dead-lettered and this returns normally, so Celery acks it and stops. The count
+        # comes before the `before_claim` crash point too: a message that killed its process
+        # there, ahead of the count, would be requeued forever (RELIABILITY.md test 4).
+        message = args[0] if args else None
+        tracking_id = _tracking_id(message)
+        info = self.request.delivery_info
+        if (
+            info
+            and info.get("redelivered")
+            and tracking_id
+            and not _admit_redelivery(self.stage, tracking_id, message)
+        ):
+            return None
+        crash_point(self.stage.value, "before_claim", tracking_id)
+        return super().__call__(*args, **kwargs)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
-        _on_failure(self.name.split(".", 1)[-1], args[0] if args else None, exc)
+        _on_failure(self.stage, args[0] if args else None, exc)
+
+    def on_retry(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        # A message in a retry chain is alive, not lost: keep the sweeper off it until after
+        # its next try could have run (the backoff is capped at RETRY_BACKOFF_MAX_S).
+        tracking_id = _tracking_id(args[0] if args else None)
+        if not tracking_id:
+            return
+        try:
+            container = bootstrap.current()
+            until = (
+                bootstrap.now_ms()
+                + RETRY_BACKOFF_MAX_S * 1000
+                + container.settings.journal_deadline_ms
+            )
+            postpone(container.redis, tracking_id, until_ms=until)
+        except Exception as exc2:  # best effort: at worst the sweeper sends a duplicate
+            log.warning("could not postpone the deadline of %s: %s", tracking_id, exc2)
 
 
 # Every stage task's options: late ack, retry only what is transient, a bounded backoff.
@@ -67,6 +156,9 @@ STAGE_TASK_OPTIONS: dict[str, Any] = {
     "retry_backoff_max": RETRY_BACKOFF_MAX_S,
     "retry_jitter": True,
     "max_retries": STAGE_MAX_RETRIES,
+    # Registered on the app being built only: a shared task would be added to every app
+    # created later in the process too (embedded mode and the tests build several).
+    "shared": False,
 }
 
 
@@ -80,6 +172,50 @@ def _ready_pool_process(**_: Any) -> None:
     except Exception:  # the first task meets the same error and reports it against its entry
         log.exception("could not build this pool process's container")
     gc.freeze()
+
+
+# Tries a send may spend waiting out rate limits (429 / ratelimited with a Retry-After).
+RATE_LIMITED_TRIES = 60
+
+
+def _later(
+    task: Any,
+    env: ReservedEnvelope,
+    retry_after_s: float | None,
+    exc: Exception,
+    *,
+    max_retries: int | None = None,
+) -> None:
+    """Try the send again later: by a Celery retry when the wait fits under the cap (a long
+    countdown outlives the broker's visibility timeout and runs twice), else parked in Redis
+    for beat to re-enqueue when it is due."""
+    wait_s = retry_delay(
+        task.request.retries,
+        retry_after_s=retry_after_s,
+        u=random.random(),
+        cap_s=RETRY_BACKOFF_MAX_S,
+    )
+    if wait_s <= RETRY_BACKOFF_MAX_S:
+        raise task.retry(countdown=wait_s, exc=exc, max_retries=max_retries) from exc
+    container = bootstrap.current()
+    park(
+        container.redis,
+        Task.SEND,
+        env.tracking_id,
+        env.to_wire(),
+        due_ms=bootstrap.now_ms() + int(wait_s * 1000),
+        reason=str(exc),
+    )
+
+
+def register_beat_tasks(app: Celery) -> None:
+    """The tasks beat schedules (celery_app `beat_schedule`), run by `seatwire beat`'s own
+    worker on the `beat` queue, so recovery never waits behind a stage's backlog."""
+
+    # No late ack and no retry: a lost tick is replaced by the next one.
+    @app.task(name=Task.SWEEP.value, queue=Queue.BEAT.value, bind=True, max_retries=0, shared=False)
+    def sweep(self: Any) -> None:
+        run_tick(bootstrap.current(), self.app)
 
 
 def register_tasks(app: Celery) -> None:
@@ -105,6 +241,7 @@ def register_tasks(app: Celery) -> None:
         env = DecisionEnvelope.model_validate(message)
         nxt = bootstrap.current().stages.guardrails(env)
         if nxt is not None:
+            crash_point("guardrails", "after_reserve", env.tracking_id)
             publish(app, Task.SEND, nxt.tracking_id, nxt.to_wire())
 
     @app.task(name=Task.SEND.value, queue=Queue.SEND.value, **options)
@@ -116,3 +253,31 @@ def register_tasks(app: Celery) -> None:
         except LeaseBusy as busy:
             wait_s = max(1.0, (busy.until_ms - bootstrap.now_ms()) / 1000 + 1)
             raise self.retry(countdown=min(wait_s, RETRY_BACKOFF_MAX_S), exc=busy) from busy
+        except NotSent as refused:
+            # A rate limit is waited out, not counted as a failure: it has its own, larger
+            # budget of tries. Anything else that never left gets the stage's budget.
+            limit = self.max_retries if refused.retry_after_s is None else RATE_LIMITED_TRIES
+            if self.request.retries >= limit:
+                # Never applied, and out of tries: a definite failure, written down.
+                container.stages.give_up(env, f"{refused.reason} (after {limit + 1} tries)")
+                return
+            _later(self, env, refused.retry_after_s, refused, max_retries=limit)
+        except Deferred as held:
+            # Quiet hours: parked until the window ends, however long; a fresh message then,
+            # so waiting never uses up a try.
+            park(
+                container.redis,
+                Task.SEND,
+                env.tracking_id,
+                env.to_wire(),
+                due_ms=held.until_ms,
+                reason=held.reason,
+            )
+            return
+        except MaybeSent as unsure:
+            # Reconciled on the next try; past the last one it reaches the dead-letter queue
+            # with its op still `unknown`, for a person, rather than be sent blind.
+            if self.request.retries >= self.max_retries:
+                raise
+            _later(self, env, None, unsure)
+        crash_point("send", "after_done_before_ack", env.tracking_id)

@@ -21,7 +21,17 @@ from workers.settings import REPO_ROOT
 
 TOKEN = "e2e-token"
 SEATWIRE = str(Path(sys.executable).parent / "seatwire")
-FINAL = {"engaged", "nobody", "refused", "send_failed", "send_blocked", "failed"}
+FINAL = {
+    "engaged",
+    "nobody",
+    "refused",
+    "send_failed",
+    "send_blocked",
+    "failed",
+    "dead",
+    "shadowed",
+    "off",
+}
 
 
 def compose_commands() -> dict[str, list[str]]:

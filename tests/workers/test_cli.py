@@ -108,3 +108,58 @@ def test_visibility_timeout_must_exceed_task_and_retry_time():
     """A visibility timeout the broker would redeliver running tasks under is refused."""
     with pytest.raises(ConfigError, match="visibility_timeout"):
         Settings(visibility_timeout_s=300).check()
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"SEATWIRE_OUTBOUND": "carrier-pigeon"}, "outbound"),
+        ({"SEATWIRE_OUTBOUND": "slack"}, "SEATWIRE_SLACK_BOT_TOKEN"),
+        ({"SEATWIRE_OUTBOUND": "webhook"}, "SEATWIRE_WEBHOOK_URL"),
+        (
+            {"SEATWIRE_OUTBOUND": "webhook", "SEATWIRE_WEBHOOK_URL": "https://h.example/x"},
+            "SEATWIRE_WEBHOOK_SECRET",
+        ),
+        ({"SEATWIRE_SEND_MODE": "loud"}, "send_mode"),
+    ],
+)
+def test_bad_outbound_configuration_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str, env: dict[str, str], said: str
+):
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    for name in ("SEATWIRE_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN", "SEATWIRE_WEBHOOK_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = runner.invoke(cli, ["worker", "--queues", "send"])
+    assert result.exit_code == 2 and said in result.output
+
+
+def test_a_slack_api_nobody_answers_at_is_refused_before_the_first_ask(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str
+):
+    from workers.embedded import free_port
+
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    monkeypatch.setenv("SEATWIRE_OUTBOUND", "slack")
+    monkeypatch.setenv("SEATWIRE_SLACK_BOT_TOKEN", "xoxb-1-2-3")
+    monkeypatch.setenv("SEATWIRE_SLACK_API_URL", f"http://127.0.0.1:{free_port()}/api/")
+    result = runner.invoke(cli, ["worker", "--queues", "send"])
+    assert result.exit_code == 2 and "cannot reach the Slack API" in result.output
+
+
+def test_a_wrong_slack_token_is_refused_before_the_first_ask(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str
+):
+    from tests.fake_slack import FakeSlack
+
+    with FakeSlack() as slack:
+        monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
+        monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+        monkeypatch.setenv("SEATWIRE_OUTBOUND", "slack")
+        monkeypatch.setenv("SEATWIRE_SLACK_BOT_TOKEN", "xoxb-not-the-one")
+        monkeypatch.setenv("SEATWIRE_SLACK_API_URL", slack.url)
+        result = runner.invoke(cli, ["worker", "--queues", "send"])
+    assert result.exit_code == 2 and "invalid_auth" in result.output

@@ -13,6 +13,8 @@ from contracts import Candidate, Limits, WorkReport
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
 from tests.fakes import FakeOutbound
 from workers import keys
+from workers.celery_app import Queue
+from workers.dlq import DeadLetters
 from workers.errors import PermanentError
 from workers.handlers import Stages
 from workers.inbound import InboundStore, inbound_tracking_id
@@ -214,12 +216,24 @@ def test_an_event_whose_journal_entry_is_gone_is_a_permanent_failure(stages: Sta
         stages.directedness(env)
 
 
+def give_up(r: redis.Redis, env: InboundEnvelope, error: str) -> str:
+    """What the directedness task's failure path does when the stage gives up."""
+    return DeadLetters(r).give_up(
+        env.tracking_id,
+        queue=Queue.DIRECTEDNESS,
+        reason="permanent:RuntimeError",
+        error=error,
+        message=env.to_wire(),
+        now_ms=NOW,
+    )
+
+
 def test_a_failed_entry_replayed_is_resolved_and_leaves_the_failed_index(
     stages: Stages, redis_client: redis.Redis
 ):
     event = slack("10.0", mentions=("U0SCOUT",))
     env = accepted(stages, event)
-    stages.journal.fail(env.tracking_id, stage="directedness", error="boom", now_ms=NOW)
+    give_up(redis_client, env, "boom")
     assert stages.directedness(env).new
     entry = stages.journal.get(env.tracking_id)
     assert entry is not None and entry["state"] == "directed" and "error" not in entry
@@ -244,13 +258,12 @@ def test_a_stage_giving_up_after_its_write_does_not_reopen_the_event(
     event = slack("12.0", mentions=("U0SCOUT",))
     env = accepted(stages, event)
     stages.directedness(env)
-    assert stages.journal.fail(env.tracking_id, stage="directedness", error="x", now_ms=NOW) == (
-        "directed"
-    )
+    assert give_up(redis_client, env, "x") == "directed"
     assert not stages.directedness(env).new
     assert inbox_ids(redis_client, "scout") == [event.delivery_id]
     assert redis_client.zscore(keys.JOURNAL_FAILED, env.tracking_id) is None
-    assert stages.journal.fail("ev-gone", stage="directedness", error="x", now_ms=NOW) == "missing"
+    gone = env.model_copy(update={"tracking_id": "ev-gone"})
+    assert give_up(redis_client, gone, "x") == "missing"
     assert not redis_client.exists(keys.journal("ev-gone"))
 
 

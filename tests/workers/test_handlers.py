@@ -13,7 +13,14 @@ import redis
 from contracts import WorkReport
 from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
 from tests.fakes import Crash, FakeOutbound
-from workers.errors import LeaseBusy, PermanentError, TransientError
+from workers.errors import (
+    Deferred,
+    LeaseBusy,
+    MaybeSent,
+    NotSent,
+    PermanentError,
+    TransientError,
+)
 from workers.handlers import Stages
 from workers.inbound import InboundStore
 from workers.org import OrgSource
@@ -279,3 +286,109 @@ def test_second_revision_decided_before_the_first_is_reserved_is_refused_at_guar
     assert rows["t-2"].outcome == "already_engaged" and not rows["t-2"].engaged
     assert stages.journal.get("t-2")["state"] == "refused"
     assert len(outbound.applied) == 1
+
+
+def test_a_send_that_provably_never_left_is_retried_without_reconciling(
+    stages: Stages, outbound: FakeOutbound
+):
+    """A 429 (NotSent) gives the op back to `reserved`: the next try posts at once, once."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["not_sent"]
+    with pytest.raises(NotSent) as refused:
+        stages.send(reserved)
+    assert refused.value.retry_after_s == 2
+    op = stages.ledger.op_state("t-1")
+    assert op["state"] == "reserved" and op["notSent"] == "1"
+    assert stages.send(reserved) == "engaged"
+    assert outbound.reconciles == 0 and len(outbound.applied) == 1
+
+
+def test_a_send_that_may_have_left_is_reconciled_not_resent(stages: Stages, outbound: FakeOutbound):
+    """MaybeSent (applied, reply lost) leaves the op `unknown`; the retry finds the post."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["maybe"]
+    with pytest.raises(MaybeSent):
+        stages.send(reserved)
+    assert stages.ledger.op_state("t-1")["state"] == "unknown"
+    assert stages.send(reserved) == "engaged"
+    assert outbound.reconciles == 1 and len(outbound.applied) == 1
+
+
+def test_out_of_tries_for_a_send_that_never_left_is_send_failed_with_why(
+    stages: Stages, outbound: FakeOutbound
+):
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["not_sent"]
+    with pytest.raises(NotSent):
+        stages.send(reserved)
+    assert stages.give_up(reserved, "slack chat.postMessage: ratelimited (after 9 tries)") == (
+        "send_failed"
+    )
+    [row] = stages.ledger.read()
+    assert row.outcome == "send_failed" and "after 9 tries" in (row.reason or "")
+    assert stages.journal.get("t-1")["state"] == "send_failed"
+    assert outbound.applied == []
+
+
+def test_giving_up_never_overwrites_a_send_in_doubt(stages: Stages, outbound: FakeOutbound):
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["maybe"]
+    with pytest.raises(MaybeSent):
+        stages.send(reserved)
+    assert stages.give_up(reserved, "out of tries") == "unknown"
+    assert stages.ledger.op_state("t-1")["state"] == "unknown"  # still to be reconciled
+    assert stages.ledger.read() == []
+
+
+def test_shadow_mode_records_what_would_have_been_sent_and_sends_nothing(
+    stages: Stages, outbound: FakeOutbound
+):
+    stages.mode = "shadow"
+    reserved = _through_guardrails(stages, BLOCKED)
+    assert stages.send(reserved) == "shadowed"
+    assert outbound.sends == 0
+    [row] = stages.ledger.read()
+    assert row.outcome == "shadowed" and row.idempotency_id
+    assert "nothing was sent" in " ".join(row.why)
+    assert stages.journal.get("t-1")["state"] == "shadowed"
+    assert stages.send(reserved) == "shadowed"  # redelivered: final, nothing more
+
+
+def test_off_mode_writes_down_that_nothing_was_decided(stages: Stages, outbound: FakeOutbound):
+    stages.mode = "off"
+    assert stages.engagement(_post(stages, BLOCKED)) is None
+    [row] = stages.ledger.read()
+    assert row.outcome == "off" and row.reason_code == "mode_off"
+    assert stages.journal.get("t-1")["state"] == "off"
+    assert outbound.sends == 0
+
+
+def test_the_send_gate_blocks_with_its_rule_and_sends_nothing(
+    stages: Stages, outbound: FakeOutbound
+):
+    from contracts import SendPolicy
+
+    stages.policy = SendPolicy(max_body_chars=20)
+    reserved = _through_guardrails(stages, BLOCKED)
+    assert stages.send(reserved) == "send_blocked"
+    assert outbound.sends == 0
+    [row] = stages.ledger.read()
+    assert row.outcome == "send_blocked" and (row.reason or "").startswith("body_too_long")
+    assert stages.journal.get("t-1")["state"] == "send_blocked"
+    assert stages.ledger.r.zcard("sw:g:target:ben") == 0  # the place is given back
+
+
+def test_quiet_hours_defer_the_ask_to_the_end_of_the_window_never_drop_it(
+    stages: Stages, outbound: FakeOutbound, clock: Clock
+):
+    from contracts import SendPolicy
+
+    # NOW is 08:00 UTC; ben's zone is Europe/Stockholm (09:00 there, in January).
+    stages.policy = SendPolicy.model_validate({"quietHours": {"start": "07:00", "end": "10:00"}})
+    reserved = _through_guardrails(stages, BLOCKED)
+    with pytest.raises(Deferred) as held:
+        stages.send(reserved)
+    assert held.value.until_ms == NOW + 3_600_000  # 10:00 in Stockholm
+    assert stages.ledger.op_state("t-1")["state"] == "reserved" and outbound.sends == 0
+    clock.ms = held.value.until_ms
+    assert stages.send(reserved) == "engaged"

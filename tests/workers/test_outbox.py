@@ -9,7 +9,7 @@ import pytest
 
 from contracts.messages import OutboundAsk
 from workers.errors import TransientError
-from workers.outbox import FileOutbox, read_outbox
+from workers.outbox import FileOutbox, SendContext, read_outbox
 
 
 def _ask(n: int) -> OutboundAsk:
@@ -28,20 +28,20 @@ def _ask(n: int) -> OutboundAsk:
 def test_torn_tail_from_a_crashed_writer_is_cut_before_the_next_line(tmp_path: Path):
     """A half-written line left by a crash is removed, so the next ask stays readable."""
     box = FileOutbox(tmp_path / "o.jsonl", fsync=False)
-    box.send(_ask(1), now_ms=1)
+    box.send(_ask(1), SendContext(now_ms=1, since_ms=1))
     with (tmp_path / "o.jsonl").open("ab") as fh:
         fh.write(b'{"idempotencyId": "engage-k-2", "bo')
-    assert box.reconcile(_ask(2)) is None
-    box.send(_ask(3), now_ms=3)
+    assert box.reconcile(_ask(2), SendContext(now_ms=9, since_ms=0)) is None
+    box.send(_ask(3), SendContext(now_ms=3, since_ms=3))
     ids = [r["idempotencyId"] for r in read_outbox(tmp_path / "o.jsonl")]
     assert ids == ["engage-k-1", "engage-k-3"]
-    assert box.reconcile(_ask(3)) is not None
+    assert box.reconcile(_ask(3), SendContext(now_ms=9, since_ms=0)) is not None
 
 
 def test_short_write_is_rolled_back_and_retryable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A write that stops halfway raises a transient error and leaves the file as it was."""
     box = FileOutbox(tmp_path / "o.jsonl", fsync=False)
-    box.send(_ask(1), now_ms=1)
+    box.send(_ask(1), SendContext(now_ms=1, since_ms=1))
     before = (tmp_path / "o.jsonl").read_bytes()
     real_write = os.write
     calls = []
@@ -54,10 +54,10 @@ def test_short_write_is_rolled_back_and_retryable(tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr("workers.outbox.os.write", half_then_fail)
     with pytest.raises(TransientError, match="No space left"):
-        box.send(_ask(2), now_ms=2)
+        box.send(_ask(2), SendContext(now_ms=2, since_ms=2))
     monkeypatch.undo()
     assert (tmp_path / "o.jsonl").read_bytes() == before
-    box.send(_ask(2), now_ms=2)
+    box.send(_ask(2), SendContext(now_ms=2, since_ms=2))
     assert [r["idempotencyId"] for r in read_outbox(tmp_path / "o.jsonl")] == [
         "engage-k-1",
         "engage-k-2",

@@ -1,13 +1,15 @@
 -- Record an ask's final outcome once: the op state, the ledger row, the journal entry.
--- A definite failure releases the reservation (it never reached anyone); `engaged` keeps it.
+-- A definite failure releases the reservation (it never reached anyone); `engaged` keeps it,
+-- and so does `shadowed` (shadow mode counts what it would have sent, as `on` would).
 -- KEYS: 1 op hash, 2 journal entry, 3 journal open index, 4 seat ledger stream, 5 seats set.
--- ARGV: 1 outcome (engaged|send_failed|send_blocked|refused), 2 ledger row JSON,
+-- ARGV: 1 outcome (engaged|shadowed|send_failed|send_blocked|refused), 2 ledger row JSON,
 --       3 fencing token ('' = no check), 4 nowMs, 5 trackingId, 6 seatId, 7 opId,
 --       8 messageId, 9 channelId, 10 idempotencyId, 11 retention ms of a final journal entry,
 --       12 ledger stream cap.
 -- Returns {'ok'|'done'|'stale', state}.
 local state = redis.call('HGET', KEYS[1], 'state')
-if state == 'engaged' or state == 'send_failed' or state == 'send_blocked' then
+if state == 'engaged' or state == 'send_failed' or state == 'send_blocked'
+   or state == 'shadowed' then
   return {'done', state}
 end
 if not state then return redis.error_reply('NOOP op ' .. ARGV[7] .. ' does not exist') end

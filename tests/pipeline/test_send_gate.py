@@ -1,0 +1,870 @@
+"""Unit tests for the send gate (DESIGN.md section 8).
+
+Pure: asks are literal contracts, `now_ms` is a constant, and zones are real tz database
+zones adapted here the way the workers adapt them (zoneinfo is file I/O, so pipeline/ only
+ever sees a `UtcOffset`). Each rule refuses with its code, the order between rules is pinned,
+quiet-hours edges (midnight, boundaries, several zones, DST both ways) are exact, and no
+credential ever reaches a verdict's detail.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC as UTC_TZ
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+import pipeline.send_gate as send_gate_module
+from contracts import Member, QuietHours, SendGateVerdict, SendPolicy, Target
+from contracts.messages import OutboundAsk
+from contracts.send_gate import SEND_RULES
+from pipeline.send_gate import (
+    UTC,
+    UtcOffset,
+    check_send,
+    find_credentials,
+    fixed_offset,
+    reached_member_ids,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC_TZ)
+MS = timedelta(milliseconds=1)
+HOUR = 3_600_000
+MINUTE = 60_000
+
+
+@cache
+def zone(name: str) -> UtcOffset:
+    """An IANA zone as the workers hand it to the gate: UTC ms in, offset ms out."""
+    tz = ZoneInfo(name)
+
+    def offset(utc_ms: int) -> int:
+        delta = (EPOCH + utc_ms * MS).astimezone(tz).utcoffset()
+        assert delta is not None
+        return delta // MS
+
+    return offset
+
+
+def at(y: int, mo: int, d: int, h: int = 0, mi: int = 0, tz: str = "UTC") -> int:
+    """Epoch ms of a wall-clock time in `tz` (the earlier one when a fall-back repeats it)."""
+    return (datetime(y, mo, d, h, mi, tzinfo=ZoneInfo(tz)) - EPOCH) // MS
+
+
+NOW = at(2024, 1, 10, 12)  # a Wednesday, noon UTC, no DST anywhere near
+SEAT = "seat-a"
+DIRECTORY = {
+    m.id: m
+    for m in (
+        Member(id="ana", status="active"),
+        Member(id="bo", status="online"),
+        Member(id="cy", status="busy"),
+        Member(id="dee", status="archived"),
+        Member(id="eve", status="away"),
+        Member(id=SEAT, status="active"),
+    )
+}
+NIGHT = QuietHours(start="22:00", end="07:00")
+QUIET = SendPolicy(quiet_hours=NIGHT)
+
+
+def ask(
+    *,
+    targets: tuple[str, ...] = ("ana",),
+    surface: str = "dm",
+    channel: str | None = None,
+    body: str = "Blocked: can you approve the billing migration?",
+    member_ids: tuple[str, ...] | None = None,
+    room_name: str | None = None,
+) -> OutboundAsk:
+    """An outbound ask from SEAT; a DM to ana unless told otherwise."""
+    return OutboundAsk(
+        idempotency_id="engage-k-1",
+        tracking_id="t1",
+        seat_id=SEAT,
+        work_id="w1",
+        attempt=1,
+        surface=surface,
+        channel_id=channel,
+        room_name=room_name,
+        member_ids=targets if member_ids is None else member_ids,
+        targets=tuple(Target(member_id=t) for t in targets),
+        body=body,
+    )
+
+
+def check(
+    a: OutboundAsk | None = None,
+    *,
+    policy: SendPolicy | None = None,
+    tz: dict[str, str] | None = None,
+    default_tz: str = "UTC",
+    now: int = NOW,
+) -> SendGateVerdict:
+    """check_send against DIRECTORY, with zones given by IANA name."""
+    return check_send(
+        ask() if a is None else a,
+        policy=SendPolicy() if policy is None else policy,
+        members=DIRECTORY,
+        timezones={mid: zone(name) for mid, name in (tz or {}).items()},
+        default_tz=zone(default_tz),
+        now_ms=now,
+    )
+
+
+def blocked(v: SendGateVerdict) -> str:
+    """The rule of a refusal (and that it is one)."""
+    assert (v.outcome, v.defer_until_ms) == ("blocked", None), v
+    return v.rule
+
+
+def deferred_until(v: SendGateVerdict) -> int:
+    """The instant a quiet-hours verdict defers to (and that it is one)."""
+    assert (v.outcome, v.rule) == ("defer", "quiet_hours"), v
+    assert v.defer_until_ms is not None
+    return v.defer_until_ms
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_default_policy_is_what_an_org_wants_on_day_one() -> None:
+    """Defaults: 1..3,000 characters, any channel, DMs and rooms allowed, credentials blocked."""
+    assert SendPolicy().to_wire() == {
+        "maxBodyChars": 3000,
+        "minBodyChars": 1,
+        "allowedChannelIds": None,
+        "deniedChannelIds": [],
+        "allowDm": True,
+        "allowNewRooms": True,
+        "quietHours": None,
+        "blockCredentials": True,
+    }
+    assert QuietHours().to_wire() == {
+        "start": "22:00",
+        "end": "07:00",
+        "days": None,
+        "defaultTimezone": "UTC",
+    }
+
+
+def test_a_plain_ask_is_sent_with_the_people_it_reaches() -> None:
+    """A short clean DM to an active person passes every rule and names who was checked."""
+    v = check()
+    assert (v.outcome, v.rule, v.defer_until_ms, v.checked_member_ids) == (
+        "send",
+        "",
+        None,
+        ("ana",),
+    )
+
+
+def test_the_documented_order_is_the_contracts_order() -> None:
+    """The module docstring lists the rule codes in exactly the order of SEND_RULES."""
+    doc = send_gate_module.__doc__ or ""
+    listed = [c for c in re.findall(r"^    ([a-z_]+) {2,}", doc, re.MULTILINE)]
+    assert tuple(listed) == SEND_RULES
+
+
+# --------------------------------------------------------------------------- body
+
+
+@pytest.mark.parametrize("body", ["", "   ", "\n\t \n"])
+def test_blank_body_is_body_empty(body: str) -> None:
+    """A body of nothing but whitespace is refused as body_empty."""
+    assert blocked(check(ask(body=body))) == "body_empty"
+
+
+def test_body_below_the_minimum_is_body_too_short() -> None:
+    """Under minBodyChars once stripped refuses; exactly the minimum passes."""
+    policy = SendPolicy(min_body_chars=5)
+    v = check(ask(body="  ok?  "), policy=policy)
+    assert blocked(v) == "body_too_short"
+    assert "3 characters" in v.detail
+    assert check(ask(body=" ok?!! "), policy=policy).outcome == "send"
+
+
+def test_body_length_edge_is_exact() -> None:
+    """maxBodyChars characters pass; one more is body_too_long, naming both numbers."""
+    assert check(ask(body="x" * 3000)).outcome == "send"
+    v = check(ask(body="x" * 3001))
+    assert blocked(v) == "body_too_long"
+    assert "3001" in v.detail and "3000" in v.detail
+
+
+def test_too_long_wins_over_credentials() -> None:
+    """Rule order: a long body holding a token is refused for its length first."""
+    token = "ghp_" + "A1b2" * 9
+    assert blocked(check(ask(body=token + " " + "x" * 3000))) == "body_too_long"
+
+
+# --------------------------------------------------------------------------- credentials
+
+SLACK_BOT = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+GITHUB = "ghp_" + "Zq8" * 12
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+
+# (body, kind, the public prefix the detail may show, the secret the detail must not show)
+CREDENTIALS = [
+    (f"token is {SLACK_BOT} ok", "Slack token", "xoxb-…", SLACK_BOT[5:]),
+    ("user xoxp-2211-3344556677-abcdef0123456789", "Slack token", "xoxp-…", "3344556677"),
+    ("xapp-1-A0123ABCD-1234567890-abcdef0123", "Slack app token", "xapp-…", "A0123ABCD"),
+    (
+        "POST https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx",
+        "Slack webhook URL",
+        "hooks.slack.com/services/…",
+        "T0123ABCD/B0123ABCD",
+    ),
+    (f"use {GITHUB}", "GitHub token", "ghp_…", GITHUB[4:]),
+    ("ghs_" + "k" * 36, "GitHub token", "ghs_…", "k" * 36),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "GitHub token", "github_pat_…", "11ABC"),
+    (f"key {AWS_ID} here", "AWS access key id", "AKIA…", AWS_ID[4:]),
+    ("ASIAY34FZKBOKMUTVV7A", "AWS access key id", "ASIA…", "Y34FZKBOKMUTVV7A"),
+    (
+        f"aws_secret_access_key = {AWS_SECRET}",
+        "AWS secret access key",
+        "aws_secret_access_key…",
+        AWS_SECRET,
+    ),
+    (
+        f'{{"SecretAccessKey": "{AWS_SECRET}"}}',
+        "AWS secret access key",
+        "SecretAccessKey…",
+        AWS_SECRET,
+    ),
+    (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+        "private key",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "MIIEow",
+    ),
+    ("-----BEGIN PRIVATE KEY-----\nMIIE", "private key", "-----BEGIN PRIVATE KEY-----", "MIIE"),
+    ("-----BEGIN EC PRIVATE KEY-----", "private key", "EC PRIVATE KEY", "\n"),
+    ("-----BEGIN DSA PRIVATE KEY-----", "private key", "DSA PRIVATE KEY", "\n"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----", "private key", "OPENSSH PRIVATE KEY", "\n"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----", "private key", "PGP PRIVATE KEY BLOCK", "\n"),
+    ("-----BEGIN ENCRYPTED PRIVATE KEY-----", "private key", "ENCRYPTED PRIVATE KEY", "\n"),
+    (
+        "Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "bearer token",
+        "Bearer …",
+        "9f8e7d6c5b4a",
+    ),
+    ("curl -H 'bearer ya29.a0AfH6SMBx7-token_value'", "bearer token", "bearer …", "ya29.a0"),
+    (f"session {JWT}", "JWT", "eyJ…", JWT[3:20]),
+]
+
+
+@pytest.mark.parametrize(("body", "kind", "shown", "secret"), CREDENTIALS)
+def test_each_credential_kind_is_refused_without_echoing_it(
+    body: str, kind: str, shown: str, secret: str
+) -> None:
+    """Every kind refuses as credentials_in_body; the detail names the kind and a fixed prefix
+    only, never the secret."""
+    v = check(ask(body=body))
+    assert blocked(v) == "credentials_in_body"
+    assert kind in v.detail and shown in v.detail
+    assert secret not in v.detail
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "The AKIA prefix marks an AWS access key id; never paste one.",
+        "I hate to be the Bearer of bad news, but the migration failed.",
+        "bearer instruments/securities-and-derivatives are out of scope",
+        "Use an xoxb token for the bot, not xoxp. The xoxb-style token lives in the vault.",
+        "Set SLACK_BOT_TOKEN=xoxb-your-token-here in the env file.",
+        "Tokens look like ghp_ followed by 36 characters; github_pat_ is the new form.",
+        "JWTs start with eyJ because that is base64 for a brace and a quote.",
+        "The -----BEGIN PUBLIC KEY----- block and a CERTIFICATE are public.",
+        "Webhooks go to hooks.slack.com/services/... (see the runbook).",
+        "aws_secret_access_key is read from the vault, never from chat.",
+        "Order AKIA1234 is 8 characters; ASIAN markets open at 9.",
+    ],
+)
+def test_prose_about_credentials_is_not_a_credential(body: str) -> None:
+    """Talking about token formats is not leaking a token: the ask is sent."""
+    assert find_credentials(body) == ()
+    assert check(ask(body=body)).outcome == "send"
+
+
+def test_several_credentials_are_listed_by_position_and_overlaps_once() -> None:
+    """The detail lists each find at its offset; a JWT after Bearer is one find, not two."""
+    body = f"a {AWS_ID} then Bearer {JWT} then {GITHUB}"
+    hits = find_credentials(body)
+    assert [(h.kind, h.at) for h in hits] == [
+        ("AWS access key id", 2),
+        ("bearer token", body.index("Bearer")),
+        ("GitHub token", body.index(GITHUB)),
+    ]
+    v = check(ask(body=body))
+    assert "3 credentials" in v.detail and "offset 2" in v.detail
+    assert JWT[3:] not in v.detail and AWS_ID[4:] not in v.detail
+
+
+def test_a_credential_in_the_new_rooms_name_is_refused() -> None:
+    """A room name is posted too (to the whole workspace): a token in it refuses."""
+    a = ask(targets=("ana", "bo"), surface="new_room", room_name=f"fix {GITHUB}")
+    v = check(a)
+    assert blocked(v) == "credentials_in_body"
+    assert "room's name" in v.detail and GITHUB[4:] not in v.detail
+
+
+def test_credentials_can_be_allowed_by_policy() -> None:
+    """blockCredentials=false lets a body with a token through (an operator's choice)."""
+    assert check(ask(body=SLACK_BOT), policy=SendPolicy(block_credentials=False)).outcome == "send"
+
+
+def test_credentials_win_over_an_unengageable_target() -> None:
+    """Rule order: a token in an ask to an archived person is refused for the token."""
+    assert blocked(check(ask(targets=("dee",), body=AWS_ID))) == "credentials_in_body"
+
+
+ADVERSARIAL = {
+    "slack prefixes": "xoxb-" * 8_000,
+    "slack digits": "xoxb-1" * 6_667,
+    "jwt one long segment": "eyJ" + "A" * 39_997,
+    "jwt many dots": "eyJaaaa.eyJ" * 3_637,
+    "bearer no digit": "Bearer " + "a" * 39_993,
+    "bearer repeated": "bearer a-" * 4_445,
+    "github prefixes": "ghp_" * 10_000,
+    "github pat": "github_pat_" * 3_637,
+    "aws key names": "aws_secret_access_key" + " " * 39_979,
+    "aws ids": "AKIA" * 10_000,
+    "pem headers": "-----BEGIN RSA PRIVATE KEY" * 1_539,
+    "webhooks": "hooks.slack.com/services/" * 1_600,
+    "alnum run": "a1" * 20_000,
+}
+
+
+@pytest.mark.parametrize("body", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_a_40k_adversarial_body_is_scanned_in_linear_time(body: str) -> None:
+    """A 40,000-character body built to make a backtracking regex go quadratic is checked fast
+    (a generous sanity bound, not a benchmark)."""
+    body = (body * 2)[:40_000]
+    policy = SendPolicy(max_body_chars=40_000)
+    started = time.perf_counter()
+    check(ask(body=body), policy=policy)
+    assert time.perf_counter() - started < 0.5
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@pytest.mark.parametrize("status", ["active", "online", "busy", "", "Active ", "archived", "away"])
+def test_engageable_is_the_directorys_definition(status: str) -> None:
+    """The gate sends exactly when Member.engageable_status says the person can be asked."""
+    members = {"zed": Member(id="zed", status=status)}
+    v = check_send(
+        ask(targets=("zed",)),
+        policy=SendPolicy(),
+        members=members,
+        timezones={},
+        default_tz=UTC,
+        now_ms=NOW,
+    )
+    assert (v.outcome == "send") is members["zed"].engageable_status
+
+
+def test_an_archived_target_is_blocked_not_sent() -> None:
+    """An ask to an archived person is refused as target_not_engageable, naming the status."""
+    v = check(ask(targets=("dee",)))
+    assert blocked(v) == "target_not_engageable"
+    assert "dee (status 'archived')" in v.detail
+
+
+def test_a_target_missing_from_the_directory_is_not_engageable() -> None:
+    """Nobody by that id in the directory: refused, saying so."""
+    v = check(ask(targets=("ghost",)))
+    assert blocked(v) == "target_not_engageable"
+    assert "ghost (not in the directory)" in v.detail
+
+
+def test_the_seat_cannot_ask_itself() -> None:
+    """A target that is the asking seat reaches nobody: refused."""
+    v = check(ask(targets=(SEAT,)))
+    assert blocked(v) == "target_not_engageable"
+    assert "the seat itself" in v.detail
+
+
+def test_one_unengageable_target_holds_the_whole_ask() -> None:
+    """Of several targets, one archived holds the whole ask; the detail names only that one."""
+    v = check(ask(targets=("ana", "dee", "bo"), surface="new_room"))
+    assert blocked(v) == "target_not_engageable"
+    assert "dee" in v.detail and "ana (" not in v.detail and "bo (" not in v.detail
+    assert v.checked_member_ids == ("ana", "dee", "bo")
+
+
+def test_everyone_the_ask_is_opened_with_is_checked_but_the_seat_itself() -> None:
+    """A member the room is opened with counts as reached; the seat in its own room does not."""
+    a = ask(targets=("ana",), surface="new_room", member_ids=("ana", SEAT, "eve"))
+    assert reached_member_ids(a) == ("ana", "eve")
+    v = check(a)
+    assert blocked(v) == "target_not_engageable"
+    assert "eve (status 'away')" in v.detail
+    assert check(ask(targets=("ana",), member_ids=("ana", SEAT))).outcome == "send"
+
+
+@pytest.mark.parametrize("surface", ["dm", "new_room"])
+def test_a_dm_or_new_room_that_reaches_nobody_is_no_target(surface: str) -> None:
+    """A conversation opened for people, with no people, is refused as no_target."""
+    assert blocked(check(ask(targets=(), surface=surface))) == "no_target"
+
+
+def test_a_post_to_a_room_without_a_person_is_sent() -> None:
+    """A reply in place that names nobody is a post to the room, judged on the room alone."""
+    v = check(ask(targets=(), surface="reply_in_place", channel="C1"))
+    assert (v.outcome, v.checked_member_ids) == ("send", ())
+
+
+def test_target_rules_win_over_channel_rules() -> None:
+    """Rule order: an archived target in a denied channel is refused for the target."""
+    a = ask(targets=("dee",), surface="existing_channel", channel="C-bad")
+    assert blocked(check(a, policy=SendPolicy(denied_channel_ids=("C-bad",)))) == (
+        "target_not_engageable"
+    )
+
+
+# --------------------------------------------------------------------------- channels
+
+
+@pytest.mark.parametrize("surface", ["none", "email", ""])
+def test_a_surface_the_adapters_do_not_know_is_refused(surface: str) -> None:
+    """Anything but the four surfaces is unknown_surface, never a quiet no-op."""
+    assert blocked(check(ask(surface=surface, channel="C1"))) == "unknown_surface"
+
+
+@pytest.mark.parametrize("surface", ["reply_in_place", "existing_channel", "dm"])
+def test_a_denied_channel_is_refused_on_any_surface(surface: str) -> None:
+    """A channel on the deny list refuses, whatever the surface that names it."""
+    policy = SendPolicy(denied_channel_ids=("C-ops",))
+    assert blocked(check(ask(surface=surface, channel="C-ops"), policy=policy)) == "channel_denied"
+
+
+def test_deny_wins_over_allow() -> None:
+    """A channel both allowed and denied is denied."""
+    policy = SendPolicy(allowed_channel_ids=("C1",), denied_channel_ids=("C1",))
+    v = check(ask(surface="existing_channel", channel="C1"), policy=policy)
+    assert blocked(v) == "channel_denied"
+
+
+def test_dms_can_be_switched_off() -> None:
+    """allowDm=false refuses a DM as dm_not_allowed."""
+    assert blocked(check(policy=SendPolicy(allow_dm=False))) == "dm_not_allowed"
+
+
+def test_new_rooms_can_be_switched_off() -> None:
+    """allowNewRooms=false refuses a new room as new_room_not_allowed."""
+    a = ask(targets=("ana", "bo"), surface="new_room")
+    assert blocked(check(a, policy=SendPolicy(allow_new_rooms=False))) == "new_room_not_allowed"
+
+
+@pytest.mark.parametrize("surface", ["reply_in_place", "existing_channel"])
+def test_a_post_into_an_existing_conversation_needs_its_channel(surface: str) -> None:
+    """A reply or channel post without a channel id is no_channel."""
+    assert blocked(check(ask(surface=surface, channel=None))) == "no_channel"
+
+
+@pytest.mark.parametrize("surface", ["reply_in_place", "existing_channel"])
+def test_the_allow_list_governs_existing_conversations(surface: str) -> None:
+    """With an allow list, only its channels pass; without one, any channel does."""
+    policy = SendPolicy(allowed_channel_ids=("C1",))
+    assert check(ask(surface=surface, channel="C1"), policy=policy).outcome == "send"
+    v = check(ask(surface=surface, channel="C2"), policy=policy)
+    assert blocked(v) == "channel_not_allowed"
+    assert check(ask(surface=surface, channel="C2")).outcome == "send"
+
+
+def test_the_allow_list_does_not_govern_what_seatwire_opens() -> None:
+    """An empty allow list still lets a DM and a new room through (their own switches rule)."""
+    policy = SendPolicy(allowed_channel_ids=())
+    assert check(policy=policy).outcome == "send"
+    assert check(ask(targets=("ana", "bo"), surface="new_room"), policy=policy).outcome == "send"
+
+
+def test_a_blocked_ask_is_blocked_at_night_too() -> None:
+    """Rule order: quiet hours come last, so a refusal at 3 a.m. is a refusal, not a defer."""
+    policy = SendPolicy(quiet_hours=NIGHT, allow_dm=False)
+    assert blocked(check(policy=policy, now=at(2024, 1, 10, 3))) == "dm_not_allowed"
+
+
+# --------------------------------------------------------------------------- quiet hours
+
+
+def test_inside_a_window_that_wraps_midnight_defers_to_its_end() -> None:
+    """At 23:00 and at 03:00 in a 22:00-07:00 window the ask waits for 07:00; at noon it goes."""
+    assert deferred_until(check(policy=QUIET, now=at(2024, 1, 10, 23))) == at(2024, 1, 11, 7)
+    assert deferred_until(check(policy=QUIET, now=at(2024, 1, 11, 3))) == at(2024, 1, 11, 7)
+    assert check(policy=QUIET, now=at(2024, 1, 10, 12)).outcome == "send"
+
+
+def test_window_boundaries_are_exact() -> None:
+    """The start is inside and the end is not, to the millisecond."""
+    start, end = at(2024, 1, 10, 22), at(2024, 1, 11, 7)
+    assert check(policy=QUIET, now=start - 1).outcome == "send"
+    assert deferred_until(check(policy=QUIET, now=start)) == end
+    assert deferred_until(check(policy=QUIET, now=end - 1)) == end
+    assert check(policy=QUIET, now=end).outcome == "send"
+
+
+def test_a_daytime_window_that_does_not_wrap() -> None:
+    """A 12:00-13:30 window defers a 12:15 ask to 13:30 and lets 13:30 through."""
+    policy = SendPolicy(quiet_hours=QuietHours(start="12:00", end="13:30"))
+    assert deferred_until(check(policy=policy, now=at(2024, 1, 10, 12, 15))) == at(
+        2024, 1, 10, 13, 30
+    )
+    assert check(policy=policy, now=at(2024, 1, 10, 13, 30)).outcome == "send"
+    assert check(policy=policy, now=at(2024, 1, 10, 11, 59)).outcome == "send"
+
+
+def test_quiet_hours_are_the_targets_own_time() -> None:
+    """At 03:00 UTC a New Yorker (22:00 local) waits until 07:00 New York; a Tokyo target goes."""
+    now = at(2024, 1, 10, 3)
+    v = check(policy=QUIET, tz={"ana": "America/New_York"}, now=now)
+    assert deferred_until(v) == at(2024, 1, 10, 7, tz="America/New_York")
+    assert "ana 07:00" in v.detail
+    assert check(policy=QUIET, tz={"ana": "Asia/Tokyo"}, now=now).outcome == "send"
+
+
+def test_a_person_without_a_timezone_uses_the_default() -> None:
+    """A target missing from the timezones uses default_tz, not UTC."""
+    now = at(2024, 1, 10, 23, tz="Europe/Berlin")
+    v = check(policy=QUIET, default_tz="Europe/Berlin", now=now)
+    assert deferred_until(v) == at(2024, 1, 11, 7, tz="Europe/Berlin")
+
+
+def test_a_post_without_a_person_uses_the_default_timezone() -> None:
+    """A reply to the room that names nobody is judged on the default zone's night."""
+    a = ask(targets=(), surface="reply_in_place", channel="C1")
+    now = at(2024, 1, 10, 23, tz="Asia/Kolkata")
+    v = check(a, policy=QUIET, default_tz="Asia/Kolkata", now=now)
+    assert deferred_until(v) == at(2024, 1, 11, 7, tz="Asia/Kolkata")
+    assert "the room" in v.detail
+
+
+def test_two_targets_whose_nights_overlap_partly_wait_for_both() -> None:
+    """London asleep 22-07 UTC and New York 03-12 UTC: at 02:00 UTC the ask waits till 12:00."""
+    a = ask(targets=("ana", "bo"), surface="new_room")
+    tz = {"ana": "Europe/London", "bo": "America/New_York"}
+    v = check(a, policy=QUIET, tz=tz, now=at(2024, 1, 10, 2))
+    assert deferred_until(v) == at(2024, 1, 10, 12)
+    assert "ana is inside" in v.detail
+    # London's night runs straight into New York's, so the first common moment is 12:00.
+    assert check(a, policy=QUIET, tz=tz, now=at(2024, 1, 10, 12)).outcome == "send"
+    assert check(a, policy=QUIET, tz=tz, now=at(2024, 1, 10, 21)).outcome == "send"
+
+
+def test_one_targets_night_starting_defers_the_others_day() -> None:
+    """At 21:30 UTC London is awake but New York is too; at 22:00 London sleeps: wait till 12:00."""
+    a = ask(targets=("ana", "bo"), surface="new_room")
+    tz = {"ana": "Europe/London", "bo": "America/New_York"}
+    assert check(a, policy=QUIET, tz=tz, now=at(2024, 1, 10, 21, 30)).outcome == "send"
+    assert deferred_until(check(a, policy=QUIET, tz=tz, now=at(2024, 1, 10, 22))) == at(
+        2024, 1, 11, 12
+    )
+
+
+def test_an_end_skipped_by_spring_forward_ends_at_the_jump() -> None:
+    """London, 31 Mar 2024: 01:00 GMT jumps to 02:00 BST, so a 01:30 end never happens; the
+    night ends at the jump, and a re-check then sends."""
+    policy = SendPolicy(quiet_hours=QuietHours(start="22:00", end="01:30"))
+    tz = {"ana": "Europe/London"}
+    v = check(policy=policy, tz=tz, now=at(2024, 3, 31, 0, 30))
+    assert deferred_until(v) == at(2024, 3, 31, 1)  # 01:00 UTC == 02:00 BST
+    assert "ana 02:00" in v.detail
+    assert check(policy=policy, tz=tz, now=at(2024, 3, 31, 1)).outcome == "send"
+
+
+def test_new_york_spring_forward_with_an_end_inside_the_gap() -> None:
+    """New York, 10 Mar 2024: 02:00 EST jumps to 03:00 EDT; a 02:30 end ends at 07:00 UTC."""
+    policy = SendPolicy(quiet_hours=QuietHours(start="22:00", end="02:30"))
+    v = check(policy=policy, tz={"ana": "America/New_York"}, now=at(2024, 3, 10, 5))
+    assert deferred_until(v) == at(2024, 3, 10, 7)
+
+
+def test_a_start_inside_the_spring_forward_gap_starts_at_the_jump() -> None:
+    """A 02:15-06:00 window on New York's spring-forward day begins at 03:00 EDT."""
+    policy = SendPolicy(quiet_hours=QuietHours(start="02:15", end="06:00"))
+    tz = {"ana": "America/New_York"}
+    assert check(policy=policy, tz=tz, now=at(2024, 3, 10, 7) - 1).outcome == "send"
+    v = check(policy=policy, tz=tz, now=at(2024, 3, 10, 7))
+    assert deferred_until(v) == at(2024, 3, 10, 6, tz="America/New_York")
+
+
+def test_fall_back_makes_the_night_an_hour_longer() -> None:
+    """London, 27 Oct 2024: clocks go back at 02:00 BST, so 22:00 BST to 07:00 GMT is ten hours."""
+    tz = {"ana": "Europe/London"}
+    v = check(policy=QUIET, tz=tz, now=at(2024, 10, 26, 22, tz="Europe/London"))
+    assert deferred_until(v) == at(2024, 10, 27, 7)
+    assert "10 h 0 min" in v.detail
+
+
+def test_an_end_repeated_by_fall_back_ends_at_its_first_occurrence() -> None:
+    """New York, 3 Nov 2024: 01:30 happens twice; the window ends at the first, and the ask
+    sent then is not deferred again."""
+    policy = SendPolicy(quiet_hours=QuietHours(start="22:00", end="01:30"))
+    tz = {"ana": "America/New_York"}
+    v = check(policy=policy, tz=tz, now=at(2024, 11, 3, 0, 30, tz="America/New_York"))
+    first_0130 = at(2024, 11, 3, 1, 30, tz="America/New_York")  # EDT, 05:30 UTC
+    assert deferred_until(v) == first_0130 == at(2024, 11, 3, 5, 30)
+    assert check(policy=policy, tz=tz, now=first_0130).outcome == "send"
+
+
+def test_days_name_the_evening_a_window_starts_on() -> None:
+    """With weekdays only, Friday's night runs into Saturday; Saturday's and Sunday's do not."""
+    policy = SendPolicy(
+        quiet_hours=QuietHours(start="22:00", end="07:00", days=("mon", "tue", "wed", "thu", "fri"))
+    )
+    friday, saturday, sunday, monday = (at(2024, 1, d) for d in (12, 13, 14, 15))
+    assert deferred_until(check(policy=policy, now=friday + 23 * HOUR)) == saturday + 7 * HOUR
+    assert deferred_until(check(policy=policy, now=saturday + 3 * HOUR)) == saturday + 7 * HOUR
+    assert check(policy=policy, now=saturday + 23 * HOUR).outcome == "send"
+    assert check(policy=policy, now=monday + 3 * HOUR).outcome == "send"  # Sunday's night
+    assert deferred_until(check(policy=policy, now=monday + 22 * HOUR)) == monday + 31 * HOUR
+    assert check(policy=policy, now=sunday + 22 * HOUR).outcome == "send"
+
+
+def test_when_no_moment_suits_everyone_the_first_targets_night_is_honoured() -> None:
+    """San Francisco, London and Singapore with 22:00-07:00 nights are never all awake: the
+    ask waits for the first target's morning, and is sent when it comes back then."""
+    a = ask(targets=("ana", "bo", "cy"), surface="new_room")
+    tz = {"ana": "Europe/London", "bo": "America/Los_Angeles", "cy": "Asia/Singapore"}
+    v = check(a, policy=QUIET, tz=tz, now=at(2024, 1, 10, 2))
+    until = deferred_until(v)
+    assert until == at(2024, 1, 10, 7)
+    assert "only ana's are honoured" in v.detail
+    again = check(a, policy=QUIET, tz=tz, now=until)
+    assert again.outcome == "send" and "only ana's are honoured" in again.detail
+
+
+def test_a_deferred_ask_is_sent_when_it_comes_back() -> None:
+    """Re-checking at deferUntilMs sends, for each target's zone and a late-night start."""
+    for name in ("UTC", "Europe/London", "America/New_York", "Asia/Kolkata", "Pacific/Chatham"):
+        v = check(policy=QUIET, tz={"ana": name}, now=at(2024, 1, 10, 23, 59, tz=name))
+        assert check(policy=QUIET, tz={"ana": name}, now=deferred_until(v)).outcome == "send"
+
+
+# --------------------------------------------------------------------------- policy validation
+
+
+@pytest.mark.parametrize("bad", ["7:00", "24:00", "12:60", "noon", "", "07:00:00", "-1:00"])
+def test_a_bad_time_is_a_clear_error(bad: str) -> None:
+    """A start or end that is not 24-hour HH:MM is refused, quoting what was given."""
+    with pytest.raises(ValidationError, match="HH:MM"):
+        QuietHours(start=bad, end="07:00")
+    with pytest.raises(ValidationError, match="HH:MM"):
+        SendPolicy.model_validate({"quietHours": {"start": "22:00", "end": bad}})
+
+
+def test_equal_start_and_end_is_ambiguous() -> None:
+    """22:00-22:00 could mean never or always: refused."""
+    with pytest.raises(ValidationError, match="never or all day"):
+        QuietHours(start="22:00", end="22:00")
+
+
+def test_days_are_read_leniently_and_must_name_some_day() -> None:
+    """Day names are case-insensitive and may be spelled out; none, or a non-day, is refused."""
+    q = QuietHours.model_validate({"days": ["Friday", "MON", "tue", "mon"]})
+    assert q.days == ("mon", "tue", "fri")
+    with pytest.raises(ValidationError, match="empty list of days"):
+        QuietHours(days=())
+    with pytest.raises(ValidationError):
+        QuietHours.model_validate({"days": ["someday"]})
+
+
+@pytest.mark.parametrize("name", ["Europe/London", "UTC", "America/Argentina/Buenos_Aires"])
+def test_default_timezone_takes_iana_names(name: str) -> None:
+    """IANA zone names are accepted as the default timezone."""
+    assert QuietHours(default_timezone=name).default_timezone == name
+
+
+@pytest.mark.parametrize("name", ["", "Europe London", "../etc/passwd", "/Europe/London"])
+def test_default_timezone_must_look_like_an_iana_name(name: str) -> None:
+    """A default timezone that cannot be an IANA name is refused at load."""
+    with pytest.raises(ValidationError, match="IANA"):
+        QuietHours(default_timezone=name)
+
+
+@pytest.mark.parametrize(
+    ("raw", "match"),
+    [
+        ({"minBodyChars": 10, "maxBodyChars": 5}, "no body could pass"),
+        ({"maxBodyChars": 40_001}, "40000"),
+        ({"maxBodyChars": 0}, "greater than or equal to 1"),
+        ({"minBodyChars": 0}, "greater than or equal to 1"),
+        ({"deniedChannelIDs": ["C1"]}, "deniedChannelIDs"),
+        ({"quietHours": {"start": "22:00", "ends": "07:00"}}, "ends"),
+    ],
+)
+def test_policy_validation_errors(raw: dict[str, Any], match: str) -> None:
+    """Impossible lengths and misspelt keys stop the load, naming the problem."""
+    with pytest.raises(ValidationError, match=match):
+        SendPolicy.model_validate(raw)
+
+
+def test_policy_round_trips_camel_case() -> None:
+    """A policy read from camelCase configuration dumps back to the same JSON."""
+    raw = {
+        "maxBodyChars": 2000,
+        "minBodyChars": 10,
+        "allowedChannelIds": ["C1", "C2"],
+        "deniedChannelIds": ["C9"],
+        "allowDm": False,
+        "allowNewRooms": True,
+        "quietHours": {
+            "start": "21:30",
+            "end": "06:45",
+            "days": ["mon", "fri"],
+            "defaultTimezone": "Europe/London",
+        },
+        "blockCredentials": True,
+    }
+    assert SendPolicy.model_validate(raw).to_wire() == raw
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"outcome": "send", "rule": "quiet_hours"},
+        {"outcome": "blocked", "rule": ""},
+        {"outcome": "defer", "rule": "quiet_hours"},
+        {"outcome": "blocked", "rule": "no_target", "deferUntilMs": 5},
+    ],
+)
+def test_a_verdict_cannot_contradict_itself(fields: dict[str, Any]) -> None:
+    """A rule exactly when not sent; deferUntilMs exactly when deferred."""
+    with pytest.raises(ValidationError):
+        SendGateVerdict.model_validate(fields)
+
+
+# --------------------------------------------------------------------------- properties
+
+ZONES = (
+    "UTC",
+    "Europe/London",
+    "America/New_York",
+    "America/St_Johns",
+    "Asia/Kolkata",
+    "Pacific/Chatham",
+    "Australia/Lord_Howe",  # a half-hour DST shift
+    "Pacific/Kiritimati",
+)
+# DST transitions, so the property looks hardest where the clocks change.
+TRANSITIONS = (
+    at(2024, 3, 10, 7),
+    at(2024, 3, 31, 1),
+    at(2024, 10, 27, 1),
+    at(2024, 11, 3, 6),
+    at(2024, 4, 6, 15),
+    at(2024, 10, 5, 16),
+)
+minutes = st.integers(min_value=0, max_value=24 * 60 - 1)
+quiet_hours = st.builds(
+    lambda start, shift, days: QuietHours(
+        start=f"{start // 60:02d}:{start % 60:02d}",
+        end=f"{(start + shift) % 1440 // 60:02d}:{(start + shift) % 60:02d}",
+        days=days,
+    ),
+    start=minutes,
+    shift=st.integers(min_value=1, max_value=24 * 60 - 1),
+    days=st.none() | st.lists(st.sampled_from(["mon", "tue", "sat", "sun"]), min_size=1),
+)
+channels = st.sampled_from(["C1", "C2", "C3"])
+policies = st.builds(
+    SendPolicy,
+    max_body_chars=st.integers(min_value=5, max_value=200),
+    min_body_chars=st.integers(min_value=1, max_value=5),
+    allowed_channel_ids=st.none() | st.lists(channels, max_size=3).map(tuple),
+    denied_channel_ids=st.lists(channels, max_size=2).map(tuple),
+    allow_dm=st.booleans(),
+    allow_new_rooms=st.booleans(),
+    quiet_hours=st.none() | quiet_hours,
+    block_credentials=st.booleans(),
+)
+bodies = st.lists(
+    st.sampled_from(["please approve", " ", "\n", AWS_ID, "Bearer of news", "eyJ", "xoxb"])
+    | st.text(max_size=30),
+    max_size=6,
+).map(" ".join)
+instants = st.integers(min_value=at(2024, 1, 1), max_value=at(2027, 1, 1)) | st.builds(
+    lambda base, delta: base + delta,
+    st.sampled_from(TRANSITIONS),
+    st.integers(min_value=-2 * 24 * HOUR, max_value=2 * 24 * HOUR),
+)
+people = st.lists(st.sampled_from(["ana", "bo", "cy", "dee", "ghost"]), max_size=3, unique=True)
+
+
+@given(
+    policy=policies,
+    body=bodies,
+    targets=people,
+    surface=st.sampled_from(["reply_in_place", "dm", "existing_channel", "new_room", "none"]),
+    channel=st.none() | channels,
+    zones=st.dictionaries(st.sampled_from(["ana", "bo", "cy"]), st.sampled_from(ZONES)),
+    default_zone=st.sampled_from(ZONES),
+    now=instants,
+)
+def test_every_verdict_is_well_formed_and_a_defer_is_final(
+    policy: SendPolicy,
+    body: str,
+    targets: list[str],
+    surface: str,
+    channel: str | None,
+    zones: dict[str, str],
+    default_zone: str,
+    now: int,
+) -> None:
+    """Any ask under any policy: one of three outcomes with a documented rule; a defer is to a
+    later instant, and the same ask checked then is sent."""
+    a = ask(targets=tuple(targets), surface=surface, channel=channel, body=body)
+    v = check(a, policy=policy, tz=zones, default_tz=default_zone, now=now)
+    assert v.outcome in ("send", "blocked", "defer")
+    assert (v.rule == "") is (v.outcome == "send")
+    assert v.rule == "" or v.rule in SEND_RULES
+    if v.outcome == "defer":
+        assert v.rule == "quiet_hours"
+        assert v.defer_until_ms is not None and v.defer_until_ms > now
+        again = check(a, policy=policy, tz=zones, default_tz=default_zone, now=v.defer_until_ms)
+        assert again.outcome == "send", again
+    else:
+        assert v.defer_until_ms is None
+
+
+@given(secret=st.sampled_from([c[0] for c in CREDENTIALS]), noise=st.text(max_size=40))
+def test_a_credential_anywhere_is_found_and_never_echoed(secret: str, noise: str) -> None:
+    """A credential inside any surrounding text is refused, and the detail holds no more than
+    the public prefix of any token in the body."""
+    body = f"{noise} {secret} {noise}"
+    v = check(ask(body=body))
+    assert blocked(v) == "credentials_in_body"
+    for hit in find_credentials(body):
+        assert hit.shown in v.detail
+        if hit.shown.endswith("…"):  # a token, not a PEM header (which is public)
+            assert body[hit.at : hit.end] not in v.detail
+
+
+@given(offset_min=st.integers(min_value=-14 * 60, max_value=14 * 60), now=instants)
+def test_fixed_offsets_defer_to_the_local_end(offset_min: int, now: int) -> None:
+    """For a zone with a fixed offset, a defer lands exactly on a local 07:00."""
+    v = check_send(
+        ask(),
+        policy=QUIET,
+        members=DIRECTORY,
+        timezones={"ana": fixed_offset(offset_min * MINUTE)},
+        default_tz=UTC,
+        now_ms=now,
+    )
+    if v.outcome == "defer":
+        assert v.defer_until_ms is not None
+        assert (v.defer_until_ms + offset_min * MINUTE) % (24 * HOUR) == 7 * HOUR

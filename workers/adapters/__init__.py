@@ -1,0 +1,1 @@
+"""Outbound adapters that talk to real providers (the file outbox is workers/outbox.py)."""

@@ -1,0 +1,132 @@
+"""The `webhook` outbound adapter: each ask POSTed as JSON to one URL, signed as Standard
+Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>` over
+`{id}.{timestamp}.{body}`) and carrying `Idempotency-Key`. Both ids are the ask's idempotency
+id, so a receiver that dedupes on either applies the ask once however often it arrives.
+
+The receiver answers 2xx with JSON naming where the ask went: `{"channelId": ..., "messageId":
+...}` (snake_case accepted). Reconciling an ask whose outcome is unknown is the same POST again:
+the receiver's dedupe answers with the first result instead of applying it twice.
+
+Failures are typed like Slack's: a connection that could not be made or a 429 is `NotSent`
+(after `Retry-After`); a timeout or reset after the request left, a 5xx, 408 or 409 is
+`MaybeSent`; any other 4xx is permanent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from contracts.messages import OutboundAsk, SendResult
+from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
+from workers.outbox import SendContext
+
+SECRET_PREFIX = "whsec_"
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks secret (`whsec_` + base64; bare base64 accepted)."""
+    raw = secret.strip()
+    raw = raw[len(SECRET_PREFIX) :] if raw.startswith(SECRET_PREFIX) else raw
+    try:
+        key = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigError(
+            "SEATWIRE_WEBHOOK_SECRET must be whsec_ followed by base64 (Standard Webhooks)"
+        ) from exc
+    if len(key) < 16:
+        raise ConfigError("SEATWIRE_WEBHOOK_SECRET is too short: use at least 16 random bytes")
+    return key
+
+
+def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    date = response.headers.get("date")
+    now = parsedate_to_datetime(date) if date else None
+    return max(0.0, (when - now).total_seconds()) if now is not None else None
+
+
+class WebhookOutbound:
+    name = "webhook"
+
+    def __init__(
+        self, *, url: str, secret: str, timeout_s: float, client: httpx.Client | None = None
+    ) -> None:
+        self.url = url
+        self.key = signing_key(secret)
+        self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False)
+
+    def check(self) -> str:
+        """Refuse at start a URL nothing answers at (any HTTP answer will do)."""
+        try:
+            self.client.request("HEAD", self.url, timeout=5)
+        except httpx.HTTPError as exc:
+            raise ConfigError(f"cannot reach SEATWIRE_WEBHOOK_URL {self.url}: {exc}") from exc
+        return f"webhook to {self.url}"
+
+    def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
+        body = json.dumps(
+            {"type": "seatwire.ask", "ask": ask.to_wire()}, ensure_ascii=False
+        ).encode()
+        timestamp = ctx.now_ms // 1000
+        headers = {
+            "content-type": "application/json",
+            "idempotency-key": ask.idempotency_id,
+            "webhook-id": ask.idempotency_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(self.key, ask.idempotency_id, timestamp, body),
+        }
+        try:
+            response = self.client.post(self.url, content=body, headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise NotSent(f"webhook: cannot connect ({exc})") from exc
+        except httpx.HTTPError as exc:
+            raise MaybeSent(f"webhook: {type(exc).__name__}: {exc}") from exc
+        return self._result(ask, response)
+
+    def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
+        """The same POST again: the receiver's dedupe answers with its first result."""
+        try:
+            return self.send(ask, ctx)
+        except NotSent as exc:
+            raise MaybeSent(f"reconciliation of {ask.idempotency_id} failed: {exc}") from exc
+
+    def _result(self, ask: OutboundAsk, response: httpx.Response) -> SendResult:
+        status = response.status_code
+        if status == 429:
+            raise NotSent("webhook: HTTP 429", retry_after_s=_retry_after(response))
+        if status >= 500 or status in (408, 409):
+            raise MaybeSent(f"webhook: HTTP {status}")
+        if status >= 300:
+            raise PermanentError(f"webhook: HTTP {status}: {response.text[:200]}")
+        reply: Any
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = {}
+        reply = reply if isinstance(reply, dict) else {}
+        channel = reply.get("channelId") or reply.get("channel_id") or "webhook"
+        message = reply.get("messageId") or reply.get("message_id") or ask.idempotency_id
+        return SendResult(channel_id=str(channel), message_id=str(message))

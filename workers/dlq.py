@@ -1,0 +1,281 @@
+"""The dead-letter queue: every message Seatwire gave up on, with why, for a person to replay.
+
+Redis has no dead-letter exchange (`Reject(requeue=False)` on Redis deletes the message), and
+`task_reject_on_worker_lost` requeues a message that kills its process forever (celery#9082).
+So the cap and the queue are Seatwire's own (RELIABILITY.md design implications 5 and 6):
+
+- A stage message is dead-lettered after `max_deliveries` deliveries (`worker_lost_loop`:
+  kombu marks a message it puts back `redelivered`, and only those are counted, before the
+  body runs), after as many sweeper re-enqueues (`stuck`), when its retries run out
+  (`max_retries`) or at once on a permanent error (`permanent:<error type>`).
+- A letter is a hash (`keys.dead_letter(id)`) listed in a sorted set by time (`keys.DLQ`),
+  not a stream: its id is the message's task id (`{trackingId}:{stage}`), so a give-up
+  written twice (a re-sent script, a sweep racing the stage) is one letter, a replay removes
+  it by id, and a replayed letter stays behind as a tombstone that makes a second replay a
+  no-op. Alert on `ZCARD sw:dlq` > 0.
+- The journal entry of a dead letter is closed (`dead`; `failed` when a stage gave up, as
+  before) and leaves the open index, so the sweeper leaves it alone until it is replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from celery import Celery
+
+from workers import keys
+from workers.celery_app import TASK_QUEUE, Queue, Task, publish, task_id
+from workers.redis_scripts import script_source, text
+from workers.stores import FINAL_STATES
+
+COUNTER_TTL_MS = 7 * 86_400_000  # a delivery counter outlives any retry chain of its message
+TOMBSTONE_TTL_MS = 7 * 86_400_000  # how long a replayed letter answers "already replayed"
+QUEUE_TASK = {queue: task for task, queue in TASK_QUEUE.items()}
+# The state a replayed entry returns to when it does not remember its own (an entry failed by
+# an older `journal.fail`): the state its stage's message is re-enqueued from by the sweeper.
+STAGE_ENTRY_STATE = {
+    Queue.DIRECTEDNESS.value: "accepted",
+    Queue.ENGAGEMENT.value: "accepted",
+    Queue.GUARDRAILS.value: "decided",
+    Queue.SEND.value: "reserved",
+}
+
+
+def finals() -> list[str]:
+    return sorted(FINAL_STATES)
+
+
+def load(client: redis.Redis, name: str) -> Any:
+    """A script of workers/lua with the shared `dead_letter` function in front of it."""
+    return client.register_script(script_source("dead_letter") + "\n" + script_source(name))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    id: str
+    tracking_id: str
+    stage: str
+    task: str
+    reason: str
+    error: str
+    deliveries: int
+    at_ms: int
+    message: dict[str, Any] | None
+    replayed_at_ms: int | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "trackingId": self.tracking_id,
+            "stage": self.stage,
+            "reason": self.reason,
+            "error": self.error,
+            "deliveries": self.deliveries,
+            "atMs": self.at_ms,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Delivery:
+    verb: str  # run | dead (dead-lettered now) | done (already dead or final: ack, skip)
+    deliveries: int | None = None
+    state: str | None = None
+
+    @property
+    def run(self) -> bool:
+        return self.verb == "run"
+
+
+@dataclass(frozen=True)
+class Replay:
+    verb: str  # ok | final | replayed | unknown | missing | nomessage
+    letter: DeadLetter | None = None
+    detail: str = ""
+
+
+def _letter(dlq_id: str, raw: dict[Any, Any]) -> DeadLetter | None:
+    if not raw:
+        return None
+    f = {text(k): text(v) for k, v in raw.items()}
+    message = f.get("message", "")
+    return DeadLetter(
+        id=dlq_id,
+        tracking_id=f.get("trackingId", ""),
+        stage=f.get("stage", ""),
+        task=f.get("task", ""),
+        reason=f.get("reason", ""),
+        error=f.get("error", ""),
+        deliveries=int(f.get("deliveries") or 0),
+        at_ms=int(f.get("atMs") or 0),
+        message=json.loads(message) if message else None,
+        replayed_at_ms=int(f["replayedAtMs"]) if f.get("replayedAtMs") else None,
+    )
+
+
+class DeadLetters:
+    """The delivery cap and the dead-letter queue, on one Redis."""
+
+    def __init__(self, client: redis.Redis, *, max_deliveries: int = 5) -> None:
+        self.r = client
+        self.max_deliveries = max_deliveries
+        self._count = load(client, "delivery_count")
+        self._give_up = load(client, "stage_give_up")
+        self._replay = load(client, "dlq_replay")
+
+    # ------------------------------------------------------------------ writing
+
+    def count_redelivery(
+        self, tracking_id: str, *, queue: Queue, message: Any, now_ms: int
+    ) -> Delivery:
+        """Count a redelivered message before its body runs; at the cap, dead-letter it."""
+        dlq_id = task_id(tracking_id, queue)
+        verb, n = self._count(
+            keys=[
+                keys.deliveries(tracking_id),
+                keys.journal(tracking_id),
+                keys.JOURNAL_OPEN,
+                keys.JOURNAL_FAILED,
+                keys.DLQ,
+                keys.dead_letter(dlq_id),
+            ],
+            args=[
+                queue.value,
+                self.max_deliveries,
+                COUNTER_TTL_MS,
+                now_ms,
+                tracking_id,
+                dlq_id,
+                QUEUE_TASK[queue].value,
+                json.dumps(message),
+                f"redelivered {self.max_deliveries} times without finishing: its worker "
+                "process died (or was lost) on it each time",
+                *finals(),
+            ],
+        )
+        verb = text(verb)
+        if verb == "done":
+            return Delivery(verb, state=text(n))
+        return Delivery(verb, deliveries=int(n))
+
+    def give_up(
+        self,
+        tracking_id: str,
+        *,
+        queue: Queue,
+        reason: str,
+        error: str,
+        message: Any,
+        now_ms: int,
+    ) -> str:
+        """A stage gave up: close the entry as `failed` and dead-letter its message. Returns
+        'dead', 'missing' (no entry; the letter is kept) or the final state the entry keeps."""
+        dlq_id = task_id(tracking_id, queue)
+        verdict = self._give_up(
+            keys=[
+                keys.journal(tracking_id),
+                keys.JOURNAL_OPEN,
+                keys.JOURNAL_FAILED,
+                keys.DLQ,
+                keys.dead_letter(dlq_id),
+                keys.deliveries(tracking_id),
+            ],
+            args=[
+                tracking_id,
+                queue.value,
+                QUEUE_TASK[queue].value,
+                reason,
+                error[:2000],
+                now_ms,
+                dlq_id,
+                json.dumps(message),
+                *finals(),
+            ],
+        )
+        return text(verdict)
+
+    # ------------------------------------------------------------------ reading
+
+    def count(self) -> int:
+        return int(self.r.zcard(keys.DLQ))
+
+    def list(self, limit: int = 100) -> list[DeadLetter]:
+        """The dead letters, newest first."""
+        ids = [text(i) for i in self.r.zrevrange(keys.DLQ, 0, limit - 1)]
+        if not ids:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for dlq_id in ids:
+            pipe.hgetall(keys.dead_letter(dlq_id))
+        letters = (_letter(i, raw) for i, raw in zip(ids, pipe.execute(), strict=True))
+        return [x for x in letters if x is not None]
+
+    def get(self, dlq_id: str) -> DeadLetter | None:
+        return _letter(dlq_id, self.r.hgetall(keys.dead_letter(dlq_id)))
+
+    # ------------------------------------------------------------------ replaying
+
+    def replay(self, dlq_id: str, app: Celery, *, deadline_ms: int, now_ms: int) -> Replay:
+        """Re-publish a dead letter's message under its task id and reopen its entry.
+
+        Replaying an unknown id changes nothing; replaying a letter again is a no-op."""
+        letter = self.get(dlq_id)
+        if letter is None:
+            return Replay("unknown", detail=f"no dead letter {dlq_id!r}")
+        if letter.replayed_at_ms is not None:
+            return Replay("replayed", letter, detail=f"already replayed at {letter.replayed_at_ms}")
+        if letter.message is None:
+            return Replay(
+                "nomessage",
+                letter,
+                detail=f"{dlq_id} holds no message to replay: its entry could not be read "
+                f"({letter.error}); nothing changed",
+            )
+        reply = self._replay(
+            keys=[
+                keys.DLQ,
+                keys.dead_letter(dlq_id),
+                keys.journal(letter.tracking_id),
+                keys.JOURNAL_OPEN,
+                keys.JOURNAL_FAILED,
+                keys.deliveries(letter.tracking_id),
+            ],
+            args=[
+                dlq_id,
+                now_ms,
+                now_ms + deadline_ms,
+                STAGE_ENTRY_STATE.get(letter.stage, "accepted"),
+                TOMBSTONE_TTL_MS,
+                *finals(),
+            ],
+        )
+        verb = text(reply[0])
+        if verb == "replayed":
+            return Replay(verb, letter, detail=f"already replayed at {text(reply[1])}")
+        if verb == "unknown":
+            return Replay(verb, detail=f"no dead letter {dlq_id!r}")
+        if verb == "missing":
+            return Replay(
+                verb,
+                letter,
+                detail=f"the journal entry of {letter.tracking_id} is gone (expired): "
+                "nothing to reopen",
+            )
+        if verb == "final":
+            return Replay(
+                verb,
+                letter,
+                detail=f"{letter.tracking_id} has ended meanwhile ({text(reply[1])}): "
+                "removed from the queue, nothing re-published",
+            )
+        task, tracking_id, message = Task(text(reply[1])), text(reply[2]), text(reply[3])
+        publish(app, task, tracking_id, json.loads(message) if message else {})
+        return Replay("ok", letter, detail=f"re-published {task_id(tracking_id, TASK_QUEUE[task])}")

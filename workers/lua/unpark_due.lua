@@ -1,0 +1,14 @@
+-- Take every parked message that is due (at most a batch), removing each as it is taken:
+-- two beats by mistake never both re-enqueue one. A message whose re-enqueue then fails is
+-- still covered by its journal entry's deadline (the sweeper's).
+-- KEYS: 1 parked zset, 2 parked messages hash. ARGV: 1 nowMs, 2 batch size.
+-- Returns the records taken (JSON), oldest due first.
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for _, member in ipairs(due) do
+  local record = redis.call('HGET', KEYS[2], member)
+  redis.call('ZREM', KEYS[1], member)
+  redis.call('HDEL', KEYS[2], member)
+  if record then out[#out + 1] = record end
+end
+return out

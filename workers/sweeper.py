@@ -1,0 +1,318 @@
+"""The sweeper: what makes "never silently drop" hold when the broker loses a message.
+
+Every journal entry stays in `sw:j:open` (score: its deadline, ms) until it is final. Beat
+runs `tick` every `sweep_interval_s`: each entry past its deadline is re-enqueued to the
+stage its state says is next, under the SAME deterministic task id, and its deadline moves
+forward (so a slow stage is not re-enqueued every tick); each re-enqueue counts a delivery of
+that stage's message, and at `max_deliveries` the entry is dead-lettered (`stuck`) instead.
+The same tick re-publishes the parked messages that are due (workers/parking.py).
+
+kombu's Redis transport does restore unacked messages by itself, but only about every
+visibility timeout + 100 s, and not a message lost between BRPOP and its unacked write, nor
+a publish that never landed; with the sweeper, recovery is a matter of the deadline.
+
+A message merely waiting in a long queue also looks stuck past its deadline: re-enqueueing
+it makes a duplicate MESSAGE (never a duplicate effect: every stage is idempotent for its
+tracking id). The deadline (`journal_deadline_ms`, 300 s by default, from acceptance, and
+again from each re-enqueue) is far longer than a healthy pipeline takes end to end, so that
+is rare; a stage in a Celery retry chain pushes its own deadline past its next try (see
+StageTask.on_retry) and a parked message pushes it past its due time.
+
+Safe to run concurrently or twice (two beats by mistake, RELIABILITY.md P8): each entry is
+claimed by a compare-and-set on its deadline in Lua (workers/lua/sweep_claim.lua), so only
+one sweep re-enqueues it. Bounded: at most `batch` entries a tick, oldest deadline first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+from celery import Celery
+
+from contracts import EngagementDecision, GuardrailVerdict
+from contracts.messages import DecisionEnvelope, ReservedEnvelope
+from workers import keys
+from workers.celery_app import STAGE_QUEUES, Queue, publish, task_id
+from workers.dlq import COUNTER_TTL_MS, QUEUE_TASK, finals, load
+from workers.parking import release_due
+from workers.redis_scripts import text
+
+if TYPE_CHECKING:
+    from workers.bootstrap import Container
+
+log = logging.getLogger("seatwire.sweeper")
+
+FIRST_STAGE = {"inbound": Queue.DIRECTEDNESS, "work": Queue.ENGAGEMENT}
+SEND_STATES = frozenset({"reserved", "sending", "unknown"})
+STAGE_NAMES = frozenset(q.value for q in STAGE_QUEUES)
+
+
+@dataclass
+class SweepReport:
+    requeued: list[str] = field(default_factory=list)  # task ids re-enqueued
+    dead: list[str] = field(default_factory=list)  # task ids dead-lettered
+    vanished: list[str] = field(default_factory=list)  # tracking ids whose entry was gone
+    closed: list[str] = field(default_factory=list)  # final entries still listed as open
+    skipped: int = 0  # claimed by another sweep, or moved on since read
+    released: int = 0  # parked messages re-enqueued
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.requeued or self.dead or self.vanished or self.closed or self.released)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with one overdue entry: re-enqueue `message` to `queue`, or give it up."""
+
+    queue: Queue
+    message: dict[str, Any] | None
+    give_up: str = ""  # a reason, when the sweep itself gives the entry up
+    error: str = ""
+    close_as: str = "dead"
+
+
+def message_for(
+    queue: Queue, tracking_id: str, entry: dict[str, str], op_attempt: str | None
+) -> dict[str, Any]:
+    """The message `queue`'s task takes for this entry, rebuilt from what the journal (and,
+    for a send, the guardrail op) holds: the same message the stage before it published."""
+    if queue in (Queue.DIRECTEDNESS, Queue.ENGAGEMENT):
+        payload: dict[str, Any] = json.loads(entry["payload"])
+        return payload
+    decision = EngagementDecision.model_validate_json(entry["decision"])
+    seat_id = entry.get("seatId", "")
+    if queue == Queue.GUARDRAILS:
+        return DecisionEnvelope(
+            tracking_id=tracking_id, seat_id=seat_id, decision=decision
+        ).to_wire()
+    # The send stage builds its ask from the op's own attempt, never the message's.
+    verdict = GuardrailVerdict(allowed=True, attempt=int(op_attempt or 1))
+    return ReservedEnvelope(
+        tracking_id=tracking_id, seat_id=seat_id, decision=decision, verdict=verdict
+    ).to_wire()
+
+
+def plan(tracking_id: str, entry: dict[str, str], op_attempt: str | None) -> Plan:
+    """Which stage an overdue entry's state says is next, and its message."""
+    state = entry.get("state", "")
+    first = FIRST_STAGE.get(entry.get("kind", ""))
+    if state == "accepted" and first is not None:
+        queue = first
+    elif state == "decided":
+        queue = Queue.GUARDRAILS
+    elif state in SEND_STATES:
+        queue = Queue.SEND
+    elif state == "failed" and entry.get("failedStage") in STAGE_NAMES:
+        # A stage gave up, yet the entry is still open: the dead-letter queue is its place.
+        queue = Queue(entry["failedStage"])
+        return Plan(
+            queue,
+            _message_or_none(queue, tracking_id, entry, op_attempt),
+            give_up="failed",
+            error=entry.get("error", ""),
+            close_as="failed",
+        )
+    else:
+        return Plan(
+            first or Queue.ENGAGEMENT,
+            None,
+            give_up=f"unknown_state:{state or '-'}",
+            error=f"state {state!r} of kind {entry.get('kind')!r} leads to no stage",
+        )
+    try:
+        return Plan(queue, message_for(queue, tracking_id, entry, op_attempt))
+    except (KeyError, ValueError) as exc:  # a malformed entry: no retry can help
+        return Plan(queue, None, give_up=f"permanent:{type(exc).__name__}", error=repr(exc))
+
+
+def _message_or_none(
+    queue: Queue, tracking_id: str, entry: dict[str, str], op_attempt: str | None
+) -> dict[str, Any] | None:
+    try:
+        return message_for(queue, tracking_id, entry, op_attempt)
+    except (KeyError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Overdue:
+    tracking_id: str
+    deadline_ms: int  # as read: the claim succeeds only while it is still this
+    state: str  # as read: the message was built from it
+    plan: Plan
+
+
+class Sweeper:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        deadline_ms: int = 300_000,
+        max_deliveries: int = 5,
+        batch: int = 500,
+    ) -> None:
+        self.r = client
+        self.deadline_ms = deadline_ms
+        self.max_deliveries = max_deliveries
+        self.batch = batch
+        self._claim = load(client, "sweep_claim")
+
+    def sweep(self, app: Celery, *, now_ms: int) -> SweepReport:
+        """Re-enqueue (or dead-letter) every entry past its deadline, at most `batch`."""
+        return self.apply(app, self.overdue(now_ms), now_ms=now_ms)
+
+    def overdue(self, now_ms: int) -> list[Overdue]:
+        """The entries past their deadline (oldest first, at most `batch`), each read with
+        the plan its state calls for: two round trips, nothing written."""
+        listed: list[tuple[bytes, float]] = self.r.zrangebyscore(  # type: ignore[assignment]
+            keys.JOURNAL_OPEN, "-inf", now_ms, start=0, num=self.batch, withscores=True
+        )
+        if not listed:
+            return []
+        tracking_ids = [text(m) for m, _ in listed]
+        pipe = self.r.pipeline(transaction=False)
+        for tid in tracking_ids:
+            pipe.hgetall(keys.journal(tid))
+            pipe.hget(keys.op(tid), "attempt")
+        read = pipe.execute()
+        found = []
+        for i, (tid, (_, score)) in enumerate(zip(tracking_ids, listed, strict=True)):
+            raw, attempt = read[2 * i], read[2 * i + 1]
+            entry = {text(k): text(v) for k, v in raw.items()}
+            p = (
+                plan(tid, entry, None if attempt is None else text(attempt))
+                if entry
+                else Plan(Queue.ENGAGEMENT, None)  # vanished: its claim unlists it
+            )
+            found.append(Overdue(tid, int(score), entry.get("state", ""), p))
+        return found
+
+    def apply(self, app: Celery, overdue: list[Overdue], *, now_ms: int) -> SweepReport:
+        """Claim each entry (compare-and-set on the deadline read), then publish the
+        re-enqueues that were claimed: one round trip for every claim."""
+        report = SweepReport()
+        if not overdue:
+            return report
+        pipe = self.r.pipeline(transaction=False)
+        for o in overdue:
+            p, dlq_id = o.plan, task_id(o.tracking_id, o.plan.queue)
+            self._claim(
+                keys=[
+                    keys.journal(o.tracking_id),
+                    keys.JOURNAL_OPEN,
+                    keys.deliveries(o.tracking_id),
+                    keys.JOURNAL_FAILED,
+                    keys.DLQ,
+                    keys.dead_letter(dlq_id),
+                ],
+                args=[
+                    o.tracking_id,
+                    o.deadline_ms,
+                    now_ms + self.deadline_ms,
+                    o.state,
+                    p.queue.value,
+                    self.max_deliveries,
+                    now_ms,
+                    dlq_id,
+                    QUEUE_TASK[p.queue].value,
+                    "" if p.message is None else json.dumps(p.message),
+                    COUNTER_TTL_MS,
+                    p.give_up,
+                    p.error[:2000],
+                    p.close_as,
+                    *finals(),
+                ],
+                client=pipe,
+            )
+        for o, reply in zip(overdue, pipe.execute(), strict=True):
+            verb, tid = text(reply[0]), o.tracking_id
+            tid_q = task_id(tid, o.plan.queue)
+            if verb == "requeue":
+                if self._publish(app, o.plan, tid):
+                    report.requeued.append(tid_q)
+                    log.warning(
+                        "re-enqueued %s: past its deadline in state %s (delivery %s)",
+                        tid_q,
+                        o.state,
+                        reply[1],
+                    )
+            elif verb == "dead":
+                report.dead.append(tid_q)
+                log.error(
+                    "dead-lettered %s (state %s, %s deliveries, %s)",
+                    tid_q,
+                    o.state,
+                    reply[1],
+                    o.plan.give_up or "stuck",
+                )
+            elif verb == "vanished":
+                report.vanished.append(tid)
+                log.warning("journal entry %s is gone (expired); dropped from the open index", tid)
+            elif verb == "closed":
+                report.closed.append(tid)
+                log.info("%s is final (%s); dropped from the open index", tid, text(reply[1]))
+            else:
+                report.skipped += 1
+        return report
+
+    def _publish(self, app: Celery, p: Plan, tracking_id: str) -> bool:
+        assert p.message is not None
+        try:
+            publish(app, QUEUE_TASK[p.queue], tracking_id, p.message)
+        except Exception:
+            # Claimed but not published: its deadline moved, so the next sweep after it
+            # tries again (and counts it; the cap still ends a loop of failed publishes).
+            log.exception("could not re-enqueue %s", task_id(tracking_id, p.queue))
+            return False
+        return True
+
+
+def tick(
+    client: redis.Redis,
+    app: Celery,
+    *,
+    now_ms: int,
+    deadline_ms: int,
+    max_deliveries: int,
+    batch: int,
+) -> SweepReport:
+    """One beat tick: sweep the overdue journal entries, then release the due parked ones."""
+    report = Sweeper(
+        client, deadline_ms=deadline_ms, max_deliveries=max_deliveries, batch=batch
+    ).sweep(app, now_ms=now_ms)
+    report.released = release_due(client, app, now_ms=now_ms, batch=batch)
+    return report
+
+
+def run_tick(container: Container, app: Celery) -> SweepReport:
+    """`tick` with a process's container and its settings (the beat task, embedded mode)."""
+    s = container.settings
+    report = tick(
+        container.redis,
+        app,
+        now_ms=time.time_ns() // 1_000_000,
+        deadline_ms=s.journal_deadline_ms,
+        max_deliveries=s.max_deliveries,
+        batch=s.sweep_batch,
+    )
+    if report.busy:
+        log.info(
+            "sweep: %d re-enqueued, %d dead-lettered, %d vanished, %d closed, %d released",
+            len(report.requeued),
+            len(report.dead),
+            len(report.vanished),
+            len(report.closed),
+            report.released,
+        )
+    return report
+
+
+def postpone(client: redis.Redis, tracking_id: str, *, until_ms: int) -> None:
+    """Move an open entry's deadline later (never earlier, never reopening a closed one)."""
+    client.zadd(keys.JOURNAL_OPEN, {tracking_id: until_ms}, xx=True, gt=True)
