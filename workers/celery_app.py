@@ -137,6 +137,7 @@ def publish(
     message: dict[str, Any],
     *,
     retry_policy: dict[str, Any] | None = None,
+    countdown: float | None = None,
 ) -> None:
     queue = TASK_QUEUE[task]
     app.send_task(
@@ -144,6 +145,7 @@ def publish(
         args=[message],
         task_id=task_id(tracking_id, queue),
         queue=queue.value,
+        countdown=countdown,
         # Celery would otherwise saferepr the whole message for monitoring on every publish.
         argsrepr=f"[{tracking_id}]",
         kwargsrepr="{}",

@@ -36,14 +36,17 @@ class NotSent(TransientError):
         super().__init__(reason)
         self.reason = reason
         self.retry_after_s = retry_after_s
+        self.tries = 0  # refusals of this kind the op has had, this one included
 
 
 class MaybeSent(TransientError):
-    """The send left and its outcome is unknown: it may have been applied."""
+    """The send left and its outcome is unknown: it may have been applied. `retry_after_s`
+    when the provider asked for a wait (a rate-limited reconciliation)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 class Deferred(TransientError):

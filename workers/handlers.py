@@ -307,8 +307,10 @@ class Stages:
         if start.verb == "reconcile":
             self.ledger.abandon(env.tracking_id, token)  # in doubt: leave it to reconcile
             return "unknown"
-        if start.verb != "go":
-            return start.info  # final already, busy, lapsed or missing: not ours to fail
+        if start.verb == "expired":
+            token = ""  # the reservation lapsed meanwhile: nothing holds the op; close it
+        elif start.verb != "go":
+            return start.info  # final already, busy or missing: not ours to fail
         verdict = env.verdict.model_copy(update={"attempt": start.attempt or env.verdict.attempt})
         ask = self._ask(env, verdict)
         self._close(
@@ -317,7 +319,7 @@ class Stages:
             ask,
             token,
             outcome="send_failed",
-            at_ms=int(start.info),
+            at_ms=int(start.info) if start.info else self.clock_ms(),
             reason=reason,
             why=f"send failed: {reason}",
         )
@@ -344,9 +346,8 @@ class Stages:
             state = self.ledger.op_state(op_id)
             ctx.notes.update({k[5:]: v for k, v in state.items() if k.startswith("note:")})
         try:
-            # In shadow mode nothing was ever sent, so there is nothing to look for.
-            look = reconcile and self.mode != "shadow"
-            found = self.outbound.reconcile(ask, ctx) if look else None
+            # Reconciled whatever the mode now: a try in doubt may have been sent under `on`.
+            found = self.outbound.reconcile(ask, ctx) if reconcile else None
             if found is not None:
                 return self._engaged(env, verdict, ask, found, token, reserved_at)
             # Not on the wire (never sent, or provably absent): the gate decides if it may go.
@@ -354,16 +355,20 @@ class Stages:
             if gate.outcome == "blocked":
                 return self._blocked(env, verdict, ask, gate, token, reserved_at)
             if gate.outcome == "defer":
-                self.ledger.release(op_id, token, f"{gate.rule}: {gate.detail}")
+                self.ledger.release(op_id, token, f"{gate.rule}: {gate.detail}", kind="deferred")
                 raise Deferred(gate.defer_until_ms or self.clock_ms(), gate.detail)
             if self.mode == "shadow":
                 return self._shadowed(env, verdict, ask, token, reserved_at)
+            if reconcile and not self.ledger.renew(op_id, token, self.lease_ms):
+                # The look-up outlived the lease and another try took the op over: it decides.
+                raise LeaseBusy(0)
             try:
                 result = self.outbound.send(ask, ctx)
                 crash_point("send", "after_api_ok_before_done", env.tracking_id)
             except NotSent as exc:
                 # Provably never applied: the next try sends without reconciling first.
-                self.ledger.release(op_id, token, exc.reason)
+                kind = "rateLimited" if exc.retry_after_s is not None else "notSent"
+                exc.tries = self.ledger.release(op_id, token, exc.reason, kind=kind)
                 raise
             except PermanentError as exc:
                 self._close(

@@ -192,6 +192,7 @@ class Ledger:
         self._finish = load_script(client, "op_finish")
         self._abandon = load_script(client, "send_abandon")
         self._release = load_script(client, "send_release")
+        self._renew = load_script(client, "send_renew")
         self._note = load_script(client, "send_note")
 
     # ---------------------------------------------------------------- guardrails
@@ -375,9 +376,15 @@ class Ledger:
         """Mark an interrupted send `unknown`, so the next try reconciles before posting."""
         return bool(self._abandon(keys=[keys.op(op_id)], args=[token]))
 
-    def release(self, op_id: str, token: str, reason: str) -> bool:
-        """Give a send that provably never reached the provider back to `reserved`."""
-        return bool(self._release(keys=[keys.op(op_id)], args=[token, reason]))
+    def release(self, op_id: str, token: str, reason: str, *, kind: str) -> int:
+        """Give a send that provably never reached the provider back to `reserved`; returns
+        how many times the op was given back for this `kind` (rateLimited, notSent or
+        deferred); 0 when the token no longer holds the op."""
+        return int(self._release(keys=[keys.op(op_id)], args=[token, reason, kind]))
+
+    def renew(self, op_id: str, token: str, lease_ms: int) -> bool:
+        """Prove the try still holds the op and extend its lease (before a late wire call)."""
+        return bool(self._renew(keys=[keys.op(op_id)], args=[token, lease_ms]))
 
     def note(self, op_id: str, token: str, **fields: str) -> bool:
         """Write down a step of the send in flight (fenced by its token)."""

@@ -174,38 +174,34 @@ def _ready_pool_process(**_: Any) -> None:
     gc.freeze()
 
 
-# Tries a send may spend waiting out rate limits (429 / ratelimited with a Retry-After).
+# A send's budgets of tries, kept on its op (not in the broker's retry count, which every kind
+# of retry shares): waiting out rate limits is not failing, so it has a budget of its own.
 RATE_LIMITED_TRIES = 60
+NOT_SENT_TRIES = 9
 
 
-def _later(
-    task: Any,
-    env: ReservedEnvelope,
-    retry_after_s: float | None,
-    exc: Exception,
-    *,
-    max_retries: int | None = None,
-) -> None:
-    """Try the send again later: by a Celery retry when the wait fits under the cap (a long
-    countdown outlives the broker's visibility timeout and runs twice), else parked in Redis
-    for beat to re-enqueue when it is due."""
-    wait_s = retry_delay(
-        task.request.retries,
-        retry_after_s=retry_after_s,
-        u=random.random(),
-        cap_s=RETRY_BACKOFF_MAX_S,
-    )
-    if wait_s <= RETRY_BACKOFF_MAX_S:
-        raise task.retry(countdown=wait_s, exc=exc, max_retries=max_retries) from exc
-    container = bootstrap.current()
-    park(
+def _again(app: Celery, container: Any, env: ReservedEnvelope, wait_s: float, reason: str) -> None:
+    """Run the send again in `wait_s`: a fresh message with a countdown when the wait fits
+    under the cap (a longer countdown outlives the broker's visibility timeout and runs
+    twice), else parked in Redis for beat to re-publish when due. The entry's deadline moves
+    past the wait, so the sweeper leaves it alone meanwhile."""
+    now = bootstrap.now_ms()
+    if wait_s > RETRY_BACKOFF_MAX_S:
+        park(
+            container.redis,
+            Task.SEND,
+            env.tracking_id,
+            env.to_wire(),
+            due_ms=now + int(wait_s * 1000),
+            reason=reason,
+        )
+        return
+    postpone(
         container.redis,
-        Task.SEND,
         env.tracking_id,
-        env.to_wire(),
-        due_ms=bootstrap.now_ms() + int(wait_s * 1000),
-        reason=str(exc),
+        until_ms=now + int(wait_s * 1000) + container.settings.journal_deadline_ms,
     )
+    publish(app, Task.SEND, env.tracking_id, env.to_wire(), countdown=wait_s)
 
 
 def register_beat_tasks(app: Celery) -> None:
@@ -254,17 +250,24 @@ def register_tasks(app: Celery) -> None:
             wait_s = max(1.0, (busy.until_ms - bootstrap.now_ms()) / 1000 + 1)
             raise self.retry(countdown=min(wait_s, RETRY_BACKOFF_MAX_S), exc=busy) from busy
         except NotSent as refused:
-            # A rate limit is waited out, not counted as a failure: it has its own, larger
-            # budget of tries. Anything else that never left gets the stage's budget.
-            limit = self.max_retries if refused.retry_after_s is None else RATE_LIMITED_TRIES
-            if self.request.retries >= limit:
-                # Never applied, and out of tries: a definite failure, written down.
-                container.stages.give_up(env, f"{refused.reason} (after {limit + 1} tries)")
+            # Never applied. Its tries are counted on the op, by kind: a rate limit is waited
+            # out (exactly its Retry-After) within its own budget; anything else backs off
+            # within the stage's. Out of tries: `send_failed`, written down with why.
+            rate_limited = refused.retry_after_s is not None
+            budget = RATE_LIMITED_TRIES if rate_limited else NOT_SENT_TRIES
+            if refused.tries >= budget:
+                container.stages.give_up(env, f"{refused.reason} (after {refused.tries} tries)")
                 return
-            _later(self, env, refused.retry_after_s, refused, max_retries=limit)
+            wait_s = retry_delay(
+                max(0, refused.tries - 1),
+                retry_after_s=refused.retry_after_s,
+                u=random.random(),
+                cap_s=RETRY_BACKOFF_MAX_S,
+            )
+            _again(self.app, container, env, wait_s, refused.reason)
+            return
         except Deferred as held:
-            # Quiet hours: parked until the window ends, however long; a fresh message then,
-            # so waiting never uses up a try.
+            # Quiet hours: parked until the window ends, however long; never a try used up.
             park(
                 container.redis,
                 Task.SEND,
@@ -276,8 +279,22 @@ def register_tasks(app: Celery) -> None:
             return
         except MaybeSent as unsure:
             # Reconciled on the next try; past the last one it reaches the dead-letter queue
-            # with its op still `unknown`, for a person, rather than be sent blind.
+            # with its op still `unknown`, for a person, rather than be sent blind. The next
+            # try waits out any Retry-After, and at least twice the call timeout: a post the
+            # provider applies late must be visible before the look-up.
             if self.request.retries >= self.max_retries:
                 raise
-            _later(self, env, None, unsure)
+            wait_s = max(
+                retry_delay(
+                    self.request.retries,
+                    retry_after_s=unsure.retry_after_s,
+                    u=random.random(),
+                    cap_s=RETRY_BACKOFF_MAX_S,
+                ),
+                2 * container.settings.send_timeout_s,
+            )
+            if wait_s > RETRY_BACKOFF_MAX_S:
+                _again(self.app, container, env, wait_s, unsure.reason)
+                return
+            raise self.retry(countdown=wait_s, exc=unsure) from unsure
         crash_point("send", "after_done_before_ack", env.tracking_id)

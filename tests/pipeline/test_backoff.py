@@ -17,7 +17,7 @@ def test_never_before_retry_after_and_never_past_the_cap_without_one(
 ) -> None:
     wait = retry_delay(retries, retry_after_s=retry_after, u=u, cap_s=300)
     if retry_after is not None:
-        assert retry_after <= wait < retry_after + 1
+        assert retry_after <= wait <= retry_after + 1
     else:
         assert 0 < wait <= 300
 

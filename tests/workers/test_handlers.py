@@ -298,7 +298,7 @@ def test_a_send_that_provably_never_left_is_retried_without_reconciling(
         stages.send(reserved)
     assert refused.value.retry_after_s == 2
     op = stages.ledger.op_state("t-1")
-    assert op["state"] == "reserved" and op["notSent"] == "1"
+    assert op["state"] == "reserved" and op["rateLimited"] == "1"
     assert stages.send(reserved) == "engaged"
     assert outbound.reconciles == 0 and len(outbound.applied) == 1
 
@@ -392,3 +392,61 @@ def test_quiet_hours_defer_the_ask_to_the_end_of_the_window_never_drop_it(
     assert stages.ledger.op_state("t-1")["state"] == "reserved" and outbound.sends == 0
     clock.ms = held.value.until_ms
     assert stages.send(reserved) == "engaged"
+
+
+def test_a_begin_resent_after_its_reply_was_lost_still_reconciles(stages: Stages):
+    """redis-py re-sends a script whose reply was lost: the op that began in doubt must be
+    answered `reconcile` again, never `go` (which would post a second time)."""
+    _through_guardrails(stages, BLOCKED)
+    one = stages.ledger.begin_send("t-1", tracking_id="t-1", token="U", lease_ms=30_000)
+    two = stages.ledger.begin_send("t-1", tracking_id="t-1", token="U", lease_ms=30_000)
+    assert (one.verb, two.verb) == ("go", "go")
+    stages.ledger.abandon("t-1", "U")  # the try died in doubt
+    first = stages.ledger.begin_send("t-1", tracking_id="t-1", token="T", lease_ms=30_000)
+    again = stages.ledger.begin_send("t-1", tracking_id="t-1", token="T", lease_ms=30_000)
+    assert (first.verb, again.verb) == ("reconcile", "reconcile")
+
+
+def test_refusals_are_counted_on_the_op_by_kind(stages: Stages, outbound: FakeOutbound):
+    """The send task's budgets read these counts, not the broker's shared retry count."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["not_sent", "not_sent"]
+    tries = []
+    for _ in range(2):
+        with pytest.raises(NotSent) as refused:
+            stages.send(reserved)
+        tries.append(refused.value.tries)
+    assert tries == [1, 2]
+    assert stages.ledger.op_state("t-1")["rateLimited"] == "2"
+
+
+def test_giving_up_after_the_reservation_lapsed_still_writes_send_failed(
+    stages: Stages, outbound: FakeOutbound
+):
+    reserved = _through_guardrails(stages, BLOCKED)
+    stages.ledger.r.hset("sw:g:op:t-1", "expiresAtMs", 1)
+    assert stages.give_up(reserved, "ratelimited (after 60 tries)") == "send_failed"
+    assert stages.journal.get("t-1")["state"] == "send_failed"
+    [row] = stages.ledger.read()
+    assert row.outcome == "send_failed" and "after 60 tries" in (row.reason or "")
+
+
+def test_a_try_whose_lease_was_taken_during_the_look_up_does_not_post(
+    stages: Stages, outbound: FakeOutbound
+):
+    """A long reconciliation (threads or solo pool: no hard time limit) lost the op to another
+    try: the renewal before the post fails, and nothing is posted."""
+    reserved = _through_guardrails(stages, BLOCKED)
+    outbound.script = ["maybe"]
+    with pytest.raises(MaybeSent):
+        stages.send(reserved)
+    outbound.applied.clear()  # the first post never landed after all
+
+    def taken(ask: Any, ctx: Any) -> None:
+        stages.ledger.r.hset("sw:g:op:t-1", "token", "someone-else")
+        return None
+
+    outbound.reconcile = taken  # type: ignore[method-assign]
+    with pytest.raises(LeaseBusy):
+        stages.send(reserved)
+    assert outbound.applied == []

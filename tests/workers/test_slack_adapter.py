@@ -157,8 +157,9 @@ def test_a_failure_before_the_post_is_never_in_doubt(slack: FakeSlack) -> None:
 
 def test_a_reconciliation_that_cannot_read_stays_in_doubt(slack: FakeSlack) -> None:
     slack.script("conversations.history", [rate_limited(retry_after=5)])
-    with pytest.raises(MaybeSent):
+    with pytest.raises(MaybeSent) as unsure:
         adapter(slack).reconcile(ask(), ctx())
+    assert unsure.value.retry_after_s == 5  # the next look-up waits as Slack asked
     slack.script("conversations.history", [error("missing_scope")])
     with pytest.raises(PermanentError, match="not sent again"):
         adapter(slack).reconcile(ask(), ctx())
@@ -202,3 +203,30 @@ def test_18_run_a_the_sdks_default_retry_would_have_posted_twice(slack: FakeSlac
         metadata={"event_type": EVENT_TYPE, "event_payload": {"idempotency_id": "x"}},
     )
     assert slack.duplicates() == {"x": 2}
+
+
+def test_a_name_that_starts_another_is_not_mistaken_for_it() -> None:
+    text = render_text(
+        ask(body="@Anna and @Ann, please look.", mentions=(Mention(member_id="ann"),)),
+        {"ann": "U0ANN"},
+        {"ann": "Ann"},
+    )
+    assert text == "@Anna and <@U0ANN>, please look."
+
+
+@pytest.mark.parametrize(
+    ("value", "wait"),
+    [
+        ("2", 2.0),
+        ("0.5", 0.5),
+        ("-3", 0.0),
+        ("inf", 3600.0),
+        ("1e9", 3600.0),
+        ("nan", None),
+        ("soon", None),
+    ],
+)
+def test_a_retry_after_is_read_finite_and_at_most_an_hour(value: str, wait: float | None) -> None:
+    from workers.adapters import seconds
+
+    assert seconds(value) == wait

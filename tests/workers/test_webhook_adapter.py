@@ -136,3 +136,14 @@ def test_an_unreachable_url_is_refused_at_start() -> None:
     with pytest.raises(ConfigError, match="cannot reach"):
         adapter(refuse).check()
     assert "webhook to" in adapter(lambda r: httpx.Response(405)).check()
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Wed, 21 Oct 2015 07:28:00 -0000", "Wed, 21 Oct 2015 07:28:00 GMT", "not a date", "inf"],
+)
+def test_an_odd_retry_after_never_escapes_as_another_error(header: str) -> None:
+    with pytest.raises(NotSent) as refused:
+        adapter(lambda r: httpx.Response(429, headers={"retry-after": header})).send(ASK, CTX)
+    wait = refused.value.retry_after_s
+    assert wait is None or 0 <= wait <= 3600

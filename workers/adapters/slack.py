@@ -34,6 +34,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from contracts.messages import OutboundAsk, SendResult
 from workers import keys
+from workers.adapters import seconds
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbox import SendContext
 
@@ -76,8 +77,10 @@ def render_text(ask: OutboundAsk, users: Mapping[str, str], names: Mapping[str, 
             continue
         name = names.get(mention.member_id, "")
         token = f"<@{uid}>"
-        if name and f"@{name}" in text:
-            text = text.replace(f"@{name}", token)
+        # `@Ann` but not the start of `@Anna`: the name must end where a word ends.
+        named = re.compile(rf"@{re.escape(name)}(?!\w)") if name else None
+        if named is not None and named.search(text):
+            text = named.sub(token, text)  # a Slack id holds no backslash or group
         elif token not in text:
             leading.append(token)
     return f"{' '.join(leading)} {text}" if leading else text
@@ -101,10 +104,7 @@ def _retry_after(exc: SlackApiError) -> float | None:
         if isinstance(value, list):
             value = value[0] if value else None
         if value is not None:
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return None
+            return seconds(value)
     return None
 
 
@@ -258,8 +258,12 @@ class SlackOutbound:
                 f"cannot reconcile {ask.idempotency_id}, so it is not sent again: {exc}"
             ) from exc
         except (MaybeSent, NotSent) as exc:
-            # A passing fault: the op stays `unknown` and is looked up again.
-            raise MaybeSent(f"reconciliation of {ask.idempotency_id} failed: {exc}") from exc
+            # A passing fault: the op stays `unknown` and is looked up again, after the wait
+            # Slack asked for when it rate-limited the look-up.
+            raise MaybeSent(
+                f"reconciliation of {ask.idempotency_id} failed: {exc}",
+                retry_after_s=exc.retry_after_s,
+            ) from exc
         except Exception as exc:
             raise MaybeSent(f"reconciliation of {ask.idempotency_id} failed: {exc!r}") from exc
         return None

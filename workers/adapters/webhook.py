@@ -19,12 +19,14 @@ import binascii
 import hashlib
 import hmac
 import json
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from contracts.messages import OutboundAsk, SendResult
+from workers.adapters import seconds
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbox import SendContext
 
@@ -52,20 +54,21 @@ def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
 
 
 def _retry_after(response: httpx.Response) -> float | None:
+    """Retry-After as seconds (a number, or an HTTP date measured from now), finite and at
+    most an hour; None when absent or unreadable."""
     value = response.headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    wait = seconds(value)
+    if wait is not None:
+        return wait
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return seconds((when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    date = response.headers.get("date")
-    now = parsedate_to_datetime(date) if date else None
-    return max(0.0, (when - now).total_seconds()) if now is not None else None
 
 
 class WebhookOutbound:
@@ -111,7 +114,10 @@ class WebhookOutbound:
         try:
             return self.send(ask, ctx)
         except NotSent as exc:
-            raise MaybeSent(f"reconciliation of {ask.idempotency_id} failed: {exc}") from exc
+            raise MaybeSent(
+                f"reconciliation of {ask.idempotency_id} failed: {exc}",
+                retry_after_s=exc.retry_after_s,
+            ) from exc
 
     def _result(self, ask: OutboundAsk, response: httpx.Response) -> SendResult:
         status = response.status_code

@@ -24,7 +24,7 @@ if state == 'reserved' then
     return {'expired', '', attempt}
   end
   redis.call('HSET', KEYS[1], 'state', 'sending', 'token', ARGV[2], 'leaseUntilMs',
-    now + tonumber(ARGV[3]), 'sendingAtMs', now)
+    now + tonumber(ARGV[3]), 'sendingAtMs', now, 'begunAs', 'go')
   redis.call('ZREM', KEYS[2], ARGV[4])
   if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('HSET', KEYS[3], 'state', 'sending', 'updatedAtMs', now)
@@ -32,16 +32,18 @@ if state == 'reserved' then
   return {'go', redis.call('HGET', KEYS[1], 'atMs'), attempt}
 end
 if state == 'sending' or state == 'unknown' then
-  -- The same token again is this very call re-sent after a lost reply: answer it the same.
+  -- The same token again is this very call re-sent after a lost reply: answer it the same
+  -- (a try that began in doubt must still reconcile; an older op without `begunAs` too).
   if state == 'sending' and redis.call('HGET', KEYS[1], 'token') == ARGV[2] then
-    return {'go', redis.call('HGET', KEYS[1], 'atMs'), attempt}
+    local verb = redis.call('HGET', KEYS[1], 'begunAs') or 'reconcile'
+    return {verb, redis.call('HGET', KEYS[1], 'atMs'), attempt}
   end
   local lease = tonumber(redis.call('HGET', KEYS[1], 'leaseUntilMs') or '0')
   if state == 'sending' and lease > now then return {'busy', tostring(lease), attempt} end
   -- The reconciling try is a send in flight again: under its lease, so that a concurrent
   -- try is `busy` (not a second reconcile that may post twice), and abandonable again.
   redis.call('HSET', KEYS[1], 'state', 'sending', 'token', ARGV[2], 'leaseUntilMs',
-    now + tonumber(ARGV[3]))
+    now + tonumber(ARGV[3]), 'begunAs', 'reconcile')
   return {'reconcile', redis.call('HGET', KEYS[1], 'atMs'), attempt}
 end
 if state == 'expired' then return {'expired', '', attempt} end
