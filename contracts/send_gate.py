@@ -7,7 +7,7 @@ The policy comes from configuration, so unknown keys are refused: a misspelt
 from __future__ import annotations
 
 import re
-from typing import Literal, Self
+from typing import Literal, Self, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -34,21 +34,7 @@ SendRule = Literal[
     "channel_not_allowed",
     "quiet_hours",
 ]
-SEND_RULES: tuple[SendRule, ...] = (
-    "body_empty",
-    "body_too_short",
-    "body_too_long",
-    "credentials_in_body",
-    "no_target",
-    "target_not_engageable",
-    "unknown_surface",
-    "channel_denied",
-    "dm_not_allowed",
-    "new_room_not_allowed",
-    "no_channel",
-    "channel_not_allowed",
-    "quiet_hours",
-)
+SEND_RULES: tuple[SendRule, ...] = get_args(SendRule)
 
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")

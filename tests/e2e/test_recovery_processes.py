@@ -5,8 +5,6 @@ traffic flows (test 4), and a message lost from the broker is re-enqueued by the
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ import pytest
 import redis
 
 from contracts import WorkReport
-from tests.e2e.cluster import SEATWIRE, Cluster, start_cluster
+from tests.e2e.cluster import SEATWIRE, Cluster, start_cluster, stop_processes
 from workers import keys
 from workers.celery_app import Queue, task_id
 from workers.dlq import DeadLetters
@@ -83,15 +81,7 @@ def processes(cluster: Cluster, commands: list[list[str]], tmp_path: Path) -> It
     try:
         yield
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_processes(procs)
 
 
 def test_4_a_message_that_kills_its_worker_is_dead_lettered_after_five_deliveries(
