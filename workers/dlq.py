@@ -45,6 +45,16 @@ STAGE_ENTRY_STATE = {
 }
 
 
+# The entry states a stage's message is for. A redelivered message at the cap whose entry is
+# in none of them is a stale copy (its entry moved on): acked unrun, the entry left alone.
+STAGE_OWNS = {
+    Queue.DIRECTEDNESS.value: ("accepted", "failed"),
+    Queue.ENGAGEMENT.value: ("accepted", "failed"),
+    Queue.GUARDRAILS.value: ("decided", "failed"),
+    Queue.SEND.value: ("reserved", "sending", "unknown", "failed"),
+}
+
+
 def finals() -> list[str]:
     return sorted(FINAL_STATES)
 
@@ -158,6 +168,7 @@ class DeadLetters:
                 json.dumps(message),
                 f"redelivered {self.max_deliveries} times without finishing: its worker "
                 "process died (or was lost) on it each time",
+                ",".join(STAGE_OWNS[queue.value]),
                 *finals(),
             ],
         )

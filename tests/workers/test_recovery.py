@@ -357,6 +357,22 @@ def test_redeliveries_are_counted_and_the_sixth_is_dead_lettered(
     assert letters.count() == 1
 
 
+def test_a_stale_copy_at_the_cap_never_dead_letters_an_entry_that_moved_on(
+    stages: Stages, redis_client: redis.Redis, letters: DeadLetters
+):
+    """An engagement message redelivered to the cap while its entry is already at the send
+    stage is a stale copy: acked unrun, the live entry untouched, nothing dead-lettered."""
+    env = accept_work(stages.journal, "t-moved")
+    redis_client.hset(keys.journal("t-moved"), "state", "sending")
+    msg = env.to_wire()
+    for _ in range(4):
+        letters.count_redelivery("t-moved", queue=Queue.ENGAGEMENT, message=msg, now_ms=NOW)
+    d = letters.count_redelivery("t-moved", queue=Queue.ENGAGEMENT, message=msg, now_ms=NOW)
+    assert (d.verb, d.state) == ("done", "sending")
+    assert stages.journal.get("t-moved")["state"] == "sending"
+    assert deadline(redis_client, "t-moved") is not None and letters.count() == 0
+
+
 def test_counters_are_per_stage(stages: Stages, letters: DeadLetters, redis_client: redis.Redis):
     """Redeliveries of one stage's message do not count against the next stage's."""
     env = accept_work(stages.journal, "t-stages")
