@@ -13,6 +13,7 @@ compared with `hmac.compare_digest`.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
@@ -133,4 +134,16 @@ def github_headers(
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery_id,
         "X-Hub-Signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
+    }
+
+
+def standard_webhook_headers(body: bytes, *, key: bytes, msg_id: str, now_s: int) -> dict[str, str]:
+    """The headers a Standard Webhooks sender sends with `body`: `webhook-id`,
+    `webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of
+    `{id}.{timestamp}.{body}`, keyed by the secret's decoded bytes)."""
+    mac = hmac.new(key, f"{msg_id}.{now_s}.".encode() + body, hashlib.sha256).digest()
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(now_s),
+        "webhook-signature": "v1," + base64.b64encode(mac).decode(),
     }

@@ -7,7 +7,6 @@ connection is shared between processes); the embedded mode installs one it built
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 import redis
@@ -15,6 +14,7 @@ from celery import Celery
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
+from workers.clock import now_ms
 from workers.dlq import DeadLetters
 from workers.errors import ConfigError
 from workers.handlers import Stages
@@ -24,10 +24,6 @@ from workers.org import OrgSource
 from workers.outbox import FileOutbox, Outbound
 from workers.settings import Settings
 from workers.stores import Journal, Ledger
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def redis_client(url: str) -> redis.Redis:

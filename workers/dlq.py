@@ -20,7 +20,6 @@ So the cap and the queue are Seatwire's own (RELIABILITY.md design implications 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,24 +34,19 @@ from workers.stores import FINAL_STATES
 COUNTER_TTL_MS = 7 * 86_400_000  # a delivery counter outlives any retry chain of its message
 TOMBSTONE_TTL_MS = 7 * 86_400_000  # how long a replayed letter answers "already replayed"
 QUEUE_TASK = {queue: task for task, queue in TASK_QUEUE.items()}
+# The journal states each stage's message is for, the state it is re-enqueued from first.
+STAGE_STATES = {
+    Queue.DIRECTEDNESS.value: ("accepted",),
+    Queue.ENGAGEMENT.value: ("accepted",),
+    Queue.GUARDRAILS.value: ("decided",),
+    Queue.SEND.value: ("reserved", "sending", "unknown"),
+}
 # The state a replayed entry returns to when it does not remember its own (an entry failed by
 # an older `journal.fail`): the state its stage's message is re-enqueued from by the sweeper.
-STAGE_ENTRY_STATE = {
-    Queue.DIRECTEDNESS.value: "accepted",
-    Queue.ENGAGEMENT.value: "accepted",
-    Queue.GUARDRAILS.value: "decided",
-    Queue.SEND.value: "reserved",
-}
-
-
-# The entry states a stage's message is for. A redelivered message at the cap whose entry is
-# in none of them is a stale copy (its entry moved on): acked unrun, the entry left alone.
-STAGE_OWNS = {
-    Queue.DIRECTEDNESS.value: ("accepted", "failed"),
-    Queue.ENGAGEMENT.value: ("accepted", "failed"),
-    Queue.GUARDRAILS.value: ("decided", "failed"),
-    Queue.SEND.value: ("reserved", "sending", "unknown", "failed"),
-}
+STAGE_ENTRY_STATE = {stage: states[0] for stage, states in STAGE_STATES.items()}
+# A redelivered message at the cap whose entry is in none of its stage's states (nor
+# `failed`) is a stale copy (its entry moved on): acked unrun, the entry left alone.
+STAGE_OWNS = {stage: (*states, "failed") for stage, states in STAGE_STATES.items()}
 
 
 def finals() -> list[str]:
@@ -62,10 +56,6 @@ def finals() -> list[str]:
 def load(client: redis.Redis, name: str) -> Any:
     """A script of workers/lua with the shared `dead_letter` function in front of it."""
     return client.register_script(script_source("dead_letter") + "\n" + script_source(name))
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from celery import Celery
 
 from workers import keys
 from workers.celery_app import TASK_QUEUE, Task, publish, task_id
+from workers.clock import now_ms
 from workers.redis_scripts import load_script, text
 
 log = logging.getLogger("seatwire.parking")
@@ -39,10 +39,6 @@ class Parked:
     due_ms: int
     reason: str
     parked_at_ms: int
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def park(
@@ -63,7 +59,7 @@ def park(
         "message": message,
         "dueMs": due_ms,
         "reason": reason[:500],
-        "parkedAtMs": _now_ms(),
+        "parkedAtMs": now_ms(),
     }
     load_script(client, "park")(
         keys=[keys.PARKED, keys.PARKED_MESSAGES, keys.JOURNAL_OPEN],

@@ -38,7 +38,7 @@ from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import DecisionEnvelope, ReservedEnvelope
 from workers import keys
 from workers.celery_app import STAGE_QUEUES, Queue, publish, task_id
-from workers.dlq import COUNTER_TTL_MS, QUEUE_TASK, finals, load
+from workers.dlq import COUNTER_TTL_MS, QUEUE_TASK, STAGE_STATES, finals, load
 from workers.parking import release_due
 from workers.redis_scripts import text
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("seatwire.sweeper")
 
 FIRST_STAGE = {"inbound": Queue.DIRECTEDNESS, "work": Queue.ENGAGEMENT}
-SEND_STATES = frozenset({"reserved", "sending", "unknown"})
+SEND_STATES = frozenset(STAGE_STATES[Queue.SEND.value])
 STAGE_NAMES = frozenset(q.value for q in STAGE_QUEUES)
 
 

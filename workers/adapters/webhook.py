@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import json
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -26,6 +24,7 @@ from typing import Any
 import httpx
 
 from contracts.messages import OutboundAsk, SendResult
+from pipeline.signatures import standard_webhook_headers
 from workers.adapters import seconds
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbox import SendContext
@@ -46,11 +45,6 @@ def signing_key(secret: str) -> bytes:
     if len(key) < 16:
         raise ConfigError("SEATWIRE_WEBHOOK_SECRET is too short: use at least 16 random bytes")
     return key
-
-
-def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
-    mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(mac).decode()
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -93,13 +87,12 @@ class WebhookOutbound:
         body = json.dumps(
             {"type": "seatwire.ask", "ask": ask.to_wire()}, ensure_ascii=False
         ).encode()
-        timestamp = ctx.now_ms // 1000
         headers = {
             "content-type": "application/json",
             "idempotency-key": ask.idempotency_id,
-            "webhook-id": ask.idempotency_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(self.key, ask.idempotency_id, timestamp, body),
+            **standard_webhook_headers(
+                body, key=self.key, msg_id=ask.idempotency_id, now_s=ctx.now_ms // 1000
+            ),
         }
         try:
             response = self.client.post(self.url, content=body, headers=headers)
