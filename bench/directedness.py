@@ -267,7 +267,7 @@ class Events:
 def inbound_message(candidate: Any, accepted_at: int) -> tuple[str, dict[str, Any]]:
     """The tracking id and the directedness task's message, as the ingress's `accept` makes."""
     from contracts.messages import InboundEnvelope
-    from workers.inbound import inbound_tracking_id
+    from workers.stores.inbound import inbound_tracking_id
 
     tracking = inbound_tracking_id(candidate.delivery_id)
     message = InboundEnvelope(
@@ -335,7 +335,7 @@ class Bench:
 
     def baseline(self, rnd: int) -> Result:
         from bench import noop_app
-        from workers.celery_app import INGRESS_PUBLISH_RETRY
+        from workers.broker import INGRESS_PUBLISH_RETRY
 
         self.r.flushdb()
         n, w = self.args.n, self.args.warmup
@@ -384,9 +384,10 @@ class Bench:
         return Result("baseline", n, seconds, fill, *cpu)
 
     def seatwire(self, rnd: int) -> Result:
-        from workers import keys
         from workers.bootstrap import now_ms
-        from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, publish
+        from workers.broker import INGRESS_PUBLISH_RETRY, publish
+        from workers.queues import Task
+        from workers.stores import keys
 
         self.r.flushdb()
         n, w = self.args.n, self.args.warmup
@@ -454,7 +455,7 @@ class Bench:
 
     def _verify(self, trackings: list[str]) -> dict[str, Any]:
         """Every entry final (directed or ambient); the inbox items the directed ones made."""
-        from workers import keys
+        from workers.stores import keys
 
         pipe = self.r.pipeline(transaction=False)
         for t in trackings:
@@ -502,7 +503,9 @@ WATCH = [
 def profile(args: argparse.Namespace, org: BenchOrg) -> int:
     from contracts.messages import InboundEnvelope
     from workers.bootstrap import build_container, now_ms
-    from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, create_app, publish
+    from workers.broker import INGRESS_PUBLISH_RETRY, publish
+    from workers.celery_app import create_app
+    from workers.queues import Task
     from workers.settings import Settings
 
     settings = Settings()

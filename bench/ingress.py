@@ -470,7 +470,7 @@ class Bench:
 
     def _check(self, accepted: int) -> dict[str, Any]:
         """One journal entry and one queued directedness task per accepted request."""
-        from workers import keys
+        from workers.stores import keys
 
         queued = int(self.r.llen("directedness"))
         journalled = int(self.r.zcard(keys.JOURNAL_OPEN))
@@ -495,9 +495,11 @@ def split(args: argparse.Namespace, n: int) -> int:
     from pipeline.normalise.slack import normalise_slack
     from pipeline.signatures import verify_slack
     from workers.bootstrap import build_container, now_ms
-    from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, create_app, publish
-    from workers.inbound import inbound_tracking_id
+    from workers.broker import INGRESS_PUBLISH_RETRY, publish
+    from workers.celery_app import create_app
+    from workers.queues import Task
     from workers.settings import Settings
+    from workers.stores.inbound import inbound_tracking_id
 
     os.environ.update(
         {

@@ -22,12 +22,10 @@ import redis
 from celery import Celery
 
 from workers.bootstrap import redis_client
-from workers.celery_app import (
-    WORKER_PUBLISH_RETRY,
-    create_app,
-)
+from workers.broker import WORKER_PUBLISH_RETRY
+from workers.celery_app import create_app
 from workers.settings import Settings
-from workers.tasks import STAGE_TASK_OPTIONS
+from workers.stages.base import STAGE_TASK_OPTIONS
 
 QUEUES = ("bench.noop1", "bench.noop2", "bench.noop3")
 TASKS = QUEUES  # one task per queue, named like its queue

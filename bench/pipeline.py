@@ -221,7 +221,7 @@ def make_items(n: int, tag: str, org_file: Path) -> list[Item]:
 def envelope(item: Item, now_ms: int) -> tuple[str, str, dict[str, Any]]:
     """What `journal_and_enqueue` computes: tracking id, fingerprint, message."""
     from contracts.messages import WorkEnvelope
-    from workers.ingress import tracking_id_for
+    from workers.ingress.app import tracking_id_for
 
     report = item.report
     tracking = tracking_id_for(item.seat, report.id, report.revision)
@@ -289,7 +289,8 @@ class Bench:
 
     def baseline(self, rnd: int) -> Result:
         from bench import noop_app
-        from workers.celery_app import INGRESS_PUBLISH_RETRY, create_app
+        from workers.broker import INGRESS_PUBLISH_RETRY
+        from workers.celery_app import create_app
         from workers.settings import Settings
 
         self.flush()
@@ -362,10 +363,12 @@ class Bench:
     ) -> Result:
         """Seatwire's three stages; `extra_env` and `delivered` (asks delivered so far) swap
         the file outbox for another adapter (bench/outbound.py)."""
-        from workers import keys
         from workers.bootstrap import build_container, now_ms
-        from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, create_app, publish
+        from workers.broker import INGRESS_PUBLISH_RETRY, publish
+        from workers.celery_app import create_app
+        from workers.queues import Task
         from workers.settings import Settings
+        from workers.stores import keys
 
         self.flush()
         outbox = self.tmp / f"outbox-{rnd}-{'fsync' if fsync else 'nofsync'}.jsonl"
@@ -462,7 +465,7 @@ class Bench:
         self, trackings: list[str], outbox: Path, expected: int, n_lines: int
     ) -> dict[str, Any]:
         """Every entry final and engaged, N outbox lines; hop latencies from the timestamps."""
-        from workers import keys
+        from workers.stores import keys
 
         pipe = self.r.pipeline(transaction=False)
         for t in trackings:

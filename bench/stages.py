@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
     from workers.bootstrap import build_container, now_ms
-    from workers.celery_app import INGRESS_PUBLISH_RETRY, Task, create_app, publish
+    from workers.broker import INGRESS_PUBLISH_RETRY, publish
+    from workers.celery_app import create_app
+    from workers.queues import Task
     from workers.settings import Settings
 
     trips = RoundTrips()

@@ -11,9 +11,10 @@ from contracts.messages import OutboundAsk, SendResult
 from pipeline.facts import places_of
 from pipeline.fanout import Resolved
 from workers.errors import MaybeSent, NotSent, PermanentError, TransientError
-from workers.inbound import InboundStore, inbound_tracking_id
-from workers.outbox import SendContext, channel_for
-from workers.stores import Journal
+from workers.outbound.base import SendContext
+from workers.outbound.file import channel_for
+from workers.stores.inbound import InboundStore, inbound_tracking_id
+from workers.stores.journal import Journal
 
 
 class Crash(BaseException):

@@ -194,3 +194,210 @@ def test_the_checker_reports_each_violation_with_file_and_line(
 def test_the_checker_allows_pure_code(package: tuple[str, ...], source: str) -> None:
     """Standard pure modules and imports along the allowed direction pass the checker."""
     assert violations(source, f"{package[0]}/x.py", package) == []
+
+
+# --------------------------------------------------------------------------- workers/ rooms
+
+# The rooms of workers/, lowest first. A module may import a module of a lower room, or one
+# of its own room; never one above it, nor a room beside it (stages and ingress share a rank
+# and know nothing of each other). The most specific prefix names a module's room.
+ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
+    (
+        "foundation",
+        0,
+        (
+            "workers.queues",
+            "workers.errors",
+            "workers.clock",
+            "workers.timezones",
+            "workers.memory_broker",
+        ),
+    ),
+    ("config", 1, ("workers.settings", "workers.org")),
+    ("broker", 2, ("workers.broker",)),
+    ("stores", 3, ("workers.stores",)),
+    ("outbound", 4, ("workers.outbound",)),
+    ("recovery", 5, ("workers.recovery",)),
+    ("container", 6, ("workers.container",)),
+    ("stages", 7, ("workers.stages",)),
+    ("ingress", 7, ("workers.ingress",)),
+    (
+        "runtime",
+        8,
+        (
+            "workers.bootstrap",
+            "workers.celery_app",
+            "workers.embedded",
+            "workers.demo",
+            "workers.cli",
+        ),
+    ),
+)
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {
+        module_name(p): p
+        for layer in (*PURE_PACKAGES, "workers")
+        for p in sorted((ROOT / layer).rglob("*.py"))
+    }
+
+
+def imports_of(path: Path, name: str, known: set[str]) -> list[tuple[int, str]]:
+    """Every first-party module `path` imports (at module level or inside a function), each
+    resolved to the most specific project module it names, with its line."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = tuple(name.split(".")) if path.name == "__init__.py" else tuple(name.split(".")[:-1])
+    found: list[tuple[int, str]] = []
+
+    def add(node: ast.AST, dotted: str) -> None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        if dotted and dotted != name:
+            found.append((getattr(node, "lineno", 0), dotted))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(node, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node.module, node.level, package)
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                add(node, target if target in known else base)
+    return found
+
+
+def room_of(module: str) -> tuple[str, int] | None:
+    best: tuple[int, str, int] | None = None
+    for room, rank, prefixes in ROOMS:
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                best is None or len(prefix) > best[0]
+            ):
+                best = (len(prefix), room, rank)
+    return None if best is None else (best[1], best[2])
+
+
+def room_violations(graph: dict[str, list[tuple[int, str]]]) -> list[str]:
+    """Every import in workers/ that points above its room or beside it, as 'module:line'."""
+    found = []
+    for module, edges in sorted(graph.items()):
+        if not module.startswith("workers."):
+            continue  # the pure layers have their own rule; workers/__init__.py is empty
+        here = room_of(module)
+        if here is None:
+            found.append(f"{module}: belongs to no room (add it to ROOMS)")
+            continue
+        for line, target in edges:
+            there = room_of(target)
+            if there is None or there[0] == here[0]:
+                continue
+            if there[1] >= here[1]:
+                found.append(
+                    f"{module}:{line}: imports {target} ({there[0]}, rank {there[1]}) from "
+                    f"{here[0]} (rank {here[1]})"
+                )
+    return found
+
+
+def cycles(graph: dict[str, list[tuple[int, str]]]) -> list[list[str]]:
+    """The import cycles of the graph (its strongly connected components of more than one
+    module, or a module importing itself), by Tarjan's algorithm."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for _, w in graph.get(v, []):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def import_graph() -> dict[str, list[tuple[int, str]]]:
+    modules = project_modules()
+    known = set(modules)
+    return {name: imports_of(path, name, known) for name, path in modules.items()}
+
+
+def test_every_workers_module_is_in_a_room_and_imports_only_below_it() -> None:
+    """No module of workers/ imports one above its room or in a room beside it."""
+    found = room_violations(import_graph())
+    assert not found, "workers/ breaks its rooms:\n" + "\n".join(found)
+
+
+def test_the_project_has_no_import_cycle() -> None:
+    """No import cycle anywhere in contracts/, pipeline/ or workers/."""
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_room_and_cycle_checks_can_fail() -> None:
+    """The checks report a store importing a stage, and a two-module cycle."""
+    graph = {
+        "workers.stores.journal": [(3, "workers.stages.send")],
+        "workers.stages.send": [(9, "workers.stores.journal")],
+        "workers.ingress.app": [(4, "workers.stages.send")],
+    }
+    assert room_violations(graph) == [
+        "workers.ingress.app:4: imports workers.stages.send (stages, rank 7) from ingress "
+        "(rank 7)",
+        "workers.stores.journal:3: imports workers.stages.send (stages, rank 7) from stores "
+        "(rank 3)",
+    ]
+    assert cycles(graph) == [["workers.stages.send", "workers.stores.journal"]]
+
+
+def test_the_walk_sees_the_rooms() -> None:
+    """The graph holds every room's modules, so the room check cannot pass vacuously."""
+    rooms = {room_of(m) for m in import_graph() if m.startswith("workers")}
+    assert {r for r, _, _ in ROOMS} <= {r[0] for r in rooms if r is not None}
+
+
+def test_compose_runs_one_worker_pool_per_stage_queue_and_one_beat() -> None:
+    """compose.yaml's worker services consume exactly the stage table's queues, and one
+    service runs beat."""
+    import yaml
+
+    from workers.queues import STAGE_QUEUES
+
+    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    consumed: list[str] = []
+    beats = 0
+    for service in services.values():
+        command = service.get("command") or []
+        if command[:2] == ["seatwire", "worker"]:
+            consumed += command[command.index("--queues") + 1].split(",")
+        elif command[:2] == ["seatwire", "beat"]:
+            beats += 1
+    assert sorted(consumed) == sorted(q.value for q in STAGE_QUEUES)
+    assert beats == 1

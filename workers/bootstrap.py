@@ -1,13 +1,15 @@
 """The composition root: the one place that builds clients and wires the stages together.
 
 A worker process builds its container lazily on its first task (after the fork, so no
-connection is shared between processes); the embedded mode installs one it built itself.
+connection is shared between processes): `Provider` does that, and is what the tasks are
+handed when they are registered (workers/celery_app.py). The embedded mode and the tests
+hand them a container they built themselves.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import redis
 from celery import Celery
@@ -15,15 +17,19 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from workers.clock import now_ms
-from workers.dlq import DeadLetters
+from workers.container import Container
 from workers.errors import ConfigError
-from workers.handlers import Stages
-from workers.inbound import InboundStore
-from workers.inbox import Inbox
 from workers.org import OrgSource
-from workers.outbox import FileOutbox, Outbound
+from workers.outbound.base import Outbound
+from workers.outbound.file import FileOutbox
 from workers.settings import Settings
-from workers.stores import Journal, Ledger
+from workers.stores.dlq import DeadLetters
+from workers.stores.inbound import InboundStore
+from workers.stores.inbox import Inbox
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
+
+__all__ = ["Container", "Provider", "build_container", "now_ms", "redis_client"]
 
 
 def redis_client(url: str) -> redis.Redis:
@@ -43,7 +49,7 @@ def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Out
     if settings.outbound == "file":
         return FileOutbox(settings.outbox_path, fsync=settings.outbox_fsync)
     if settings.outbound == "slack":
-        from workers.adapters.slack import ChannelCooldowns, SlackOutbound
+        from workers.outbound.slack import ChannelCooldowns, SlackOutbound
 
         def directory() -> dict[str, tuple[tuple[str, ...], str]]:
             view, _degraded = org.current()
@@ -59,7 +65,7 @@ def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Out
             cooldowns=ChannelCooldowns(client),
         )
     if settings.outbound == "webhook":
-        from workers.adapters.webhook import WebhookOutbound
+        from workers.outbound.webhook import WebhookOutbound
 
         secret = settings.webhook_secret
         assert settings.webhook_url is not None and secret is not None  # Settings.check
@@ -69,21 +75,6 @@ def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Out
             timeout_s=settings.send_timeout_s,
         )
     raise ConfigError(f"unknown outbound adapter {settings.outbound!r}")
-
-
-@dataclass
-class Container:
-    settings: Settings
-    redis: redis.Redis
-    journal: Journal
-    ledger: Ledger
-    org: OrgSource
-    outbound: Outbound
-    stages: Stages
-    inbox: Inbox
-    inbound: InboundStore
-    dead_letters: DeadLetters
-    app: Celery | None = None
 
 
 def build_container(
@@ -99,18 +90,6 @@ def build_container(
     ledger = Ledger(client, limits=settings.limits, reservation_ttl_ms=settings.reservation_ttl_ms)
     outbound = outbound_for(settings, org, client)
     inbound = InboundStore(client, retention_ms=settings.inbound_retention_ms)
-    stages = Stages(
-        journal=journal,
-        ledger=ledger,
-        org=org,
-        outbound=outbound,
-        inbound=inbound,
-        clock_ms=now_ms,
-        # A live try is killed at the hard time limit; the lease outlasts it a little.
-        lease_ms=(settings.task_time_limit_s + 10) * 1000,
-        mode=settings.send_mode,
-        policy=settings.send_policy,
-    )
     return Container(
         settings=settings,
         redis=client,
@@ -118,7 +97,6 @@ def build_container(
         ledger=ledger,
         org=org,
         outbound=outbound,
-        stages=stages,
         inbox=Inbox(client),
         inbound=inbound,
         dead_letters=DeadLetters(client, max_deliveries=settings.max_deliveries),
@@ -126,17 +104,29 @@ def build_container(
     )
 
 
-_installed: tuple[int, Container] | None = None
+class Provider:
+    """This process's container, built on first use and again after a fork (a prefork pool
+    process must not share its parent's connections), or a container given up front."""
 
+    def __init__(
+        self, build: Callable[[], Container], *, container: Container | None = None
+    ) -> None:
+        self._build = build
+        self._fixed = container
+        self._built: tuple[int, Container] | None = None
 
-def install(container: Container) -> None:
-    global _installed
-    _installed = (os.getpid(), container)
+    @classmethod
+    def of(cls, container: Container) -> Provider:
+        """A provider that always answers `container` (embedded mode, the tests)."""
+        return cls(lambda: container, container=container)
 
+    @classmethod
+    def from_settings(cls, settings: Settings, app: Celery | None = None) -> Provider:
+        return cls(lambda: build_container(settings, app=app))
 
-def current() -> Container:
-    """This process's container, built from the environment on first use."""
-    if _installed is None or _installed[0] != os.getpid():
-        install(build_container(Settings()))
-    assert _installed is not None
-    return _installed[1]
+    def __call__(self) -> Container:
+        if self._fixed is not None:
+            return self._fixed
+        if self._built is None or self._built[0] != os.getpid():
+            self._built = (os.getpid(), self._build())
+        return self._built[1]

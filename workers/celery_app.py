@@ -1,154 +1,33 @@
-"""The Celery app: one queue enum, the reliability settings of DESIGN.md section 14, the tasks.
+"""The Celery app of a process: `workers/broker.py`'s settings with the stage tasks
+registered on it, each handed the container it works with.
 
 `create_app` builds an app for given settings without connecting anywhere; the workers, the
-ingress and the embedded mode each build their own.
+ingress and the embedded mode each build their own. `register=False` gives an app that only
+publishes (the ingress, the CLI, the benchmarks).
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-from typing import Any
-
 from celery import Celery
 
+from workers.bootstrap import Container, Provider
+from workers.broker import new_app
 from workers.settings import Settings
-
-RETRY_BACKOFF_MAX_S = 300
-STAGE_MAX_RETRIES = 8
+from workers.stages import register_tasks
 
 
-class Queue(StrEnum):
-    DIRECTEDNESS = "directedness"
-    ENGAGEMENT = "engagement"
-    GUARDRAILS = "guardrails"
-    SEND = "send"
-    BENCH = "bench"
-    BEAT = "beat"  # what beat schedules, consumed by `seatwire beat` itself
-
-
-STAGE_QUEUES = (Queue.DIRECTEDNESS, Queue.ENGAGEMENT, Queue.GUARDRAILS, Queue.SEND)
-
-
-class Task(StrEnum):
-    DIRECTEDNESS = "seatwire.directedness"
-    ENGAGEMENT = "seatwire.engagement"
-    GUARDRAILS = "seatwire.guardrails"
-    SEND = "seatwire.send"
-    SWEEP = "seatwire.sweep"  # beat: re-enqueue overdue journal entries, release parked ones
-
-
-TASK_QUEUE = {
-    Task.DIRECTEDNESS: Queue.DIRECTEDNESS,
-    Task.ENGAGEMENT: Queue.ENGAGEMENT,
-    Task.GUARDRAILS: Queue.GUARDRAILS,
-    Task.SEND: Queue.SEND,
-    Task.SWEEP: Queue.BEAT,
-}
-
-# Ingress publishes under a tight policy so it can answer 503 inside its budget; workers
-# ride out a Redis restart of several seconds before giving the message back.
-INGRESS_PUBLISH_RETRY = {
-    "max_retries": 2,
-    "interval_start": 0,
-    "interval_step": 0.2,
-    "interval_max": 0.5,
-}
-WORKER_PUBLISH_RETRY = {
-    "max_retries": 10,
-    "interval_start": 0.1,
-    "interval_step": 0.5,
-    "interval_max": 2.0,
-}
-
-
-def task_id(tracking_id: str, stage: Queue) -> str:
-    """The deterministic Celery task id of one stage of one event."""
-    return f"{tracking_id}:{stage.value}"
-
-
-def create_app(settings: Settings, *, register: bool = True) -> Celery:
-    vt = settings.visibility_timeout_s
-    transport: dict[str, Any] = {
-        "visibility_timeout": vt,
-        "socket_timeout": 10,
-        "socket_connect_timeout": 5,
-        "socket_keepalive": True,
-        "health_check_interval": 25,
-    }
-    broker = settings.resolved_broker_url
-    if broker.startswith("memory://"):
-        # kombu's in-memory transport polls once a second by default: ~500 ms a hop.
-        transport = {"polling_interval": 0.002}
-        from workers.memory_broker import BROKER_URL
-
-        broker = BROKER_URL
-    app = Celery("seatwire", broker=broker, set_as_current=False)
-    app.conf.update(
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        task_acks_on_failure_or_timeout=True,
-        worker_prefetch_multiplier=1,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
-        worker_soft_shutdown_timeout=15.0,
-        broker_transport_options=transport,
-        result_backend_transport_options={"visibility_timeout": vt},
-        visibility_timeout=vt,
-        broker_connection_retry_on_startup=True,
-        broker_connection_max_retries=None,
-        task_ignore_result=True,
-        result_backend=None,
-        task_serializer="json",
-        accept_content=["json"],
-        task_time_limit=settings.task_time_limit_s,
-        task_soft_time_limit=max(1, settings.task_time_limit_s - 15),
-        task_publish_retry_policy=WORKER_PUBLISH_RETRY,
-        task_default_queue=Queue.ENGAGEMENT.value,
-        task_routes={name.value: {"queue": q.value} for name, q in TASK_QUEUE.items()},
-        worker_max_tasks_per_child=1000,
-        worker_hijack_root_logger=False,
-        enable_utc=True,
-        beat_schedule=beat_schedule(settings),
-    )
+def create_app(
+    settings: Settings, *, register: bool = True, container: Container | None = None
+) -> Celery:
+    """An app for `settings`; with `register`, every stage of the stage table registered on
+    it, working with `container` when given, else with one built in each process on first
+    use (`Provider`)."""
+    app = new_app(settings)
     if register:
-        from workers.tasks import register_beat_tasks, register_tasks
-
-        register_tasks(app)
-        register_beat_tasks(app)
+        provider = (
+            Provider.of(container)
+            if container is not None
+            else Provider.from_settings(settings, app=app)
+        )
+        register_tasks(app, provider)
     return app
-
-
-def beat_schedule(settings: Settings) -> dict[str, Any]:
-    """What `seatwire beat` runs. A tick not started within its interval expires unrun: the
-    next one does its work, so a stalled beat worker never comes back to a pile of ticks."""
-    every = settings.sweep_interval_s
-    return {
-        "sweep": {
-            "task": Task.SWEEP.value,
-            "schedule": every,
-            "options": {"queue": Queue.BEAT.value, "expires": every},
-        }
-    }
-
-
-def publish(
-    app: Celery,
-    task: Task,
-    tracking_id: str,
-    message: dict[str, Any],
-    *,
-    retry_policy: dict[str, Any] | None = None,
-    countdown: float | None = None,
-) -> None:
-    queue = TASK_QUEUE[task]
-    app.send_task(
-        task.value,
-        args=[message],
-        task_id=task_id(tracking_id, queue),
-        queue=queue.value,
-        countdown=countdown,
-        # Celery would otherwise saferepr the whole message for monitoring on every publish.
-        argsrepr=f"[{tracking_id}]",
-        kwargsrepr="{}",
-        retry=True,
-        retry_policy=retry_policy or WORKER_PUBLISH_RETRY,
-    )

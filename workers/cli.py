@@ -18,7 +18,7 @@ from workers.errors import ConfigError
 from workers.settings import Settings
 
 if TYPE_CHECKING:
-    from workers.dlq import DeadLetters
+    from workers.stores.dlq import DeadLetters
 
 cli = typer.Typer(
     add_completion=False,
@@ -94,7 +94,8 @@ def worker(
 ) -> None:
     """Run a Celery worker for the given stage queues (needs SEATWIRE_REDIS_URL)."""
     from workers import bootstrap
-    from workers.celery_app import Queue, create_app
+    from workers.celery_app import create_app
+    from workers.queues import Queue
 
     settings = _settings()
     if settings.embedded:
@@ -156,7 +157,7 @@ def ingress(
     """Run the HTTP ingress alone (needs SEATWIRE_REDIS_URL and SEATWIRE_API_TOKEN)."""
     from workers import bootstrap
     from workers.celery_app import create_app
-    from workers.ingress import create_ingress
+    from workers.ingress.app import create_ingress
 
     settings = _settings()
     if settings.embedded:
@@ -233,7 +234,8 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Run beat: the sweeper and the parking lot, every SEATWIRE_SWEEP_INTERVAL_S (needs
     SEATWIRE_REDIS_URL). Run exactly one per deployment."""
     from workers import bootstrap
-    from workers.celery_app import Queue, create_app
+    from workers.celery_app import create_app
+    from workers.queues import Queue
 
     settings = _settings()
     if settings.embedded:
@@ -280,7 +282,7 @@ cli.add_typer(dlq, name="dlq")
 
 def _dead_letters() -> tuple[Settings, DeadLetters]:
     from workers import bootstrap
-    from workers.dlq import DeadLetters
+    from workers.stores.dlq import DeadLetters
 
     settings = _settings()
     if settings.embedded or settings.redis_url is None:

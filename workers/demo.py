@@ -19,7 +19,7 @@ from rich.table import Table
 
 from pipeline.signatures import github_headers, slack_headers
 from workers.embedded import EmbeddedSystem, free_port
-from workers.outbox import read_outbox
+from workers.outbound.file import read_outbox
 from workers.settings import EMBEDDED_GITHUB_SECRET, EMBEDDED_SLACK_SECRET, REPO_ROOT, Settings
 
 SCENARIO = REPO_ROOT / "examples" / "scenario.yaml"

@@ -19,10 +19,11 @@ from celery.worker import WorkController
 from fastapi import FastAPI
 
 from workers import bootstrap
-from workers.celery_app import STAGE_QUEUES, create_app
-from workers.ingress import create_ingress
+from workers.celery_app import create_app
+from workers.ingress.app import create_ingress
+from workers.queues import STAGE_QUEUES
+from workers.recovery.sweeper import run_tick
 from workers.settings import Settings
-from workers.sweeper import run_tick
 
 log = logging.getLogger("seatwire.embedded")
 
@@ -49,12 +50,12 @@ class EmbeddedSystem:
             import fakeredis
 
             client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-        app = create_app(self.settings)
+        self.container = bootstrap.build_container(self.settings, client=client)
+        app = create_app(self.settings, container=self.container)
+        self.container.app = app
         # The pool threads run each task through Celery's *default* app (as `celery worker`
         # arranges in its own process): make it this one, whose tasks are registered.
         app.set_default()
-        self.container = bootstrap.build_container(self.settings, client=client, app=app)
-        bootstrap.install(self.container)
         self._worker = WorkController(
             app=app,
             pool_cls="threads",

@@ -21,9 +21,11 @@ from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import ReservedEnvelope
 from tests.e2e.cluster import TOKEN, Cluster, compose_commands, start_cluster, wait_final
 from workers import bootstrap
-from workers.celery_app import Task, create_app, publish
+from workers.broker import publish
+from workers.celery_app import create_app
 from workers.demo import SCENARIO, _check, _steps
-from workers.outbox import read_outbox
+from workers.outbound.file import read_outbox
+from workers.queues import Task
 from workers.settings import REPO_ROOT, Settings
 
 pytestmark = pytest.mark.e2e

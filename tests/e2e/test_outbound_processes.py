@@ -26,7 +26,7 @@ from tests.fake_slack import (
     http_error,
     rate_limited,
 )
-from workers import keys
+from workers.stores import keys
 
 pytestmark = pytest.mark.e2e
 

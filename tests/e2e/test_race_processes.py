@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from tests.e2e.cluster import start_cluster
-from workers import keys
-from workers.outbox import read_outbox
+from workers.outbound.file import read_outbox
+from workers.stores import keys
 
 pytestmark = pytest.mark.e2e
 ASKS = 500

@@ -18,11 +18,11 @@ import redis
 
 from contracts import WorkReport
 from tests.e2e.cluster import SEATWIRE, Cluster, start_cluster, stop_processes
-from workers import keys
-from workers.celery_app import Queue, task_id
-from workers.dlq import DeadLetters
-from workers.ingress import tracking_id_for
-from workers.stores import FINAL_STATES
+from workers.ingress.app import tracking_id_for
+from workers.queues import Queue, task_id
+from workers.stores import keys
+from workers.stores.dlq import DeadLetters
+from workers.stores.journal import FINAL_STATES
 
 pytestmark = pytest.mark.e2e
 WORKER = ["seatwire", "worker", "--queues", "engagement,guardrails,send", "--concurrency", "1"]

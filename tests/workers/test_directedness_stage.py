@@ -12,16 +12,17 @@ import redis
 from contracts import Candidate, Limits, WorkReport
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
 from tests.fakes import FakeOutbound
-from workers import keys
-from workers.celery_app import Queue
-from workers.dlq import DeadLetters
 from workers.errors import PermanentError
-from workers.handlers import Stages
-from workers.inbound import InboundStore, inbound_tracking_id
-from workers.inbox import Inbox
 from workers.org import OrgSource
+from workers.queues import Queue
 from workers.settings import BUNDLED_ORG
-from workers.stores import Journal, Ledger
+from workers.stages import Stages
+from workers.stores import keys
+from workers.stores.dlq import DeadLetters
+from workers.stores.inbound import InboundStore, inbound_tracking_id
+from workers.stores.inbox import Inbox
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
 
 NOW = 1_800_000_000_000
 

@@ -11,11 +11,11 @@ import redis
 from typer.testing import CliRunner
 
 from tests.workers.test_recovery import NOW, accept_work, queued
-from workers import keys
-from workers.celery_app import Queue, task_id
 from workers.cli import cli
-from workers.dlq import DeadLetters
-from workers.stores import Journal
+from workers.queues import Queue, task_id
+from workers.stores import keys
+from workers.stores.dlq import DeadLetters
+from workers.stores.journal import Journal
 
 pytestmark = pytest.mark.redis
 runner = CliRunner()

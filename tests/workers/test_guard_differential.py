@@ -32,8 +32,8 @@ from hypothesis.stateful import (
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits
 from contracts.guardrails import COUNTED_OUTCOMES, DAY_MS, HOUR_MS
 from pipeline.guardrails import check_guardrails
-from workers import keys
-from workers.stores import Ledger
+from workers.stores import keys
+from workers.stores.ledger import Ledger
 
 NOW = 1_700_000_000_000
 SCALE = max(1, int(os.environ.get("SEATWIRE_HYPOTHESIS_SCALE", "1")))

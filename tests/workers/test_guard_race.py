@@ -15,8 +15,8 @@ from typing import Any
 import redis
 
 from contracts import EngagementDecision, Limits
-from workers import keys
-from workers.stores import Ledger
+from workers.stores import keys
+from workers.stores.ledger import Ledger
 
 PROCESSES = 4
 ASKS = 500

@@ -21,11 +21,12 @@ from workers.errors import (
     PermanentError,
     TransientError,
 )
-from workers.handlers import Stages
-from workers.inbound import InboundStore
 from workers.org import OrgSource
 from workers.settings import BUNDLED_ORG
-from workers.stores import Journal, Ledger
+from workers.stages import Stages
+from workers.stores.inbound import InboundStore
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
 
 NOW = 1_800_000_000_000
 BLOCKED = {

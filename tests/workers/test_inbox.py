@@ -8,8 +8,8 @@ import redis
 
 from contracts import Candidate, Directedness
 from tests.fakes import Placed, place
-from workers import keys
-from workers.inbox import PAGE_BYTES, AckBeyondLast, Inbox
+from workers.stores import keys
+from workers.stores.inbox import PAGE_BYTES, AckBeyondLast, Inbox
 
 VERDICT = Directedness(directed=True, surface="mention", reason="mention", why="mentioned")
 

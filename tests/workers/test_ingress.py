@@ -12,10 +12,11 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from workers import bootstrap, keys
+from workers import bootstrap
 from workers.celery_app import create_app
-from workers.ingress import create_ingress, tracking_id_for
+from workers.ingress.app import create_ingress, tracking_id_for
 from workers.settings import Settings
+from workers.stores import keys
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -12,11 +12,13 @@ import pytest
 import redis
 from kombu import Connection
 
-from workers import keys
-from workers.celery_app import Task, create_app, publish
-from workers.intake import Arrival, Enqueued, RedisIntake, celery_message, shares_broker
+from workers.broker import publish
+from workers.celery_app import create_app
+from workers.ingress.accept import Arrival, Enqueued, RedisIntake, celery_message, shares_broker
+from workers.queues import Task
 from workers.settings import Settings
-from workers.stores import Journal
+from workers.stores import keys
+from workers.stores.journal import Journal
 
 PAYLOAD = {"trackingId": "ev-1", "acceptedAtMs": 5, "candidate": {"deliveryId": "d-1"}}
 # What differs per message or per process, by design (uuid4s, pid@host).

@@ -16,8 +16,8 @@ import redis
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits
 from contracts.guardrails import DAY_MS, HOUR_MS
 from pipeline.guardrails import check_guardrails
-from workers import keys
-from workers.stores import Ledger
+from workers.stores import keys
+from workers.stores.ledger import Ledger
 
 NOW = 1_700_000_000_000
 TTL = 60_000  # reservation ttl used by these tests

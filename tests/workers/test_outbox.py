@@ -9,7 +9,8 @@ import pytest
 
 from contracts.messages import OutboundAsk
 from workers.errors import TransientError
-from workers.outbox import FileOutbox, SendContext, read_outbox
+from workers.outbound.base import SendContext
+from workers.outbound.file import FileOutbox, read_outbox
 
 
 def _ask(n: int) -> OutboundAsk:
@@ -52,7 +53,7 @@ def test_short_write_is_rolled_back_and_retryable(tmp_path: Path, monkeypatch: p
             return real_write(fd, bytes(data[: len(data) // 2]))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("workers.outbox.os.write", half_then_fail)
+    monkeypatch.setattr("workers.outbound.file.os.write", half_then_fail)
     with pytest.raises(TransientError, match="No space left"):
         box.send(_ask(2), SendContext(now_ms=2, since_ms=2))
     monkeypatch.undo()

@@ -23,18 +23,21 @@ from contracts.messages import (
     ReservedEnvelope,
     WorkEnvelope,
 )
-from workers import bootstrap, keys
-from workers.celery_app import Queue, Task, create_app, task_id
-from workers.dlq import DeadLetters
+from workers import bootstrap
+from workers.celery_app import create_app
 from workers.errors import PermanentError, TransientError
-from workers.handlers import Stages
-from workers.inbound import InboundStore
 from workers.org import OrgSource
-from workers.outbox import FileOutbox
-from workers.parking import park, parked, release_due
+from workers.outbound.file import FileOutbox
+from workers.queues import Queue, Task, task_id
+from workers.recovery.sweeper import Sweeper, run_tick, tick
 from workers.settings import BUNDLED_ORG, Settings
-from workers.stores import Journal, Ledger
-from workers.sweeper import Sweeper, run_tick, tick
+from workers.stages import Stages
+from workers.stores import keys
+from workers.stores.dlq import DeadLetters
+from workers.stores.inbound import InboundStore
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
+from workers.stores.parking import park, parked, release_due
 
 pytestmark = pytest.mark.redis
 
@@ -388,10 +391,8 @@ def installed(
     settings: Settings, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Celery, bootstrap.Container]]:
     """A worker's view: the stage tasks registered and this process's container installed."""
-    monkeypatch.setattr(bootstrap, "_installed", None)
-    app = create_app(settings)
-    container = bootstrap.build_container(settings, client=redis_client, app=app)
-    bootstrap.install(container)
+    container = bootstrap.build_container(settings, client=redis_client)
+    app = create_app(settings, container=container)
     yield app, container
 
 

@@ -17,10 +17,10 @@ from tests.fake_slack import (
     http_error,
     rate_limited,
 )
-from workers.adapters.slack import EVENT_TYPE, SlackOutbound, render_text, room_name
 from workers.embedded import free_port
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
-from workers.outbox import SendContext
+from workers.outbound.base import SendContext
+from workers.outbound.slack import EVENT_TYPE, SlackOutbound, render_text, room_name
 
 PEOPLE = {
     "ben": (("U0BEN", "ben@example.com"), "Ben Lindqvist"),
@@ -227,6 +227,6 @@ def test_a_name_that_starts_another_is_not_mistaken_for_it() -> None:
     ],
 )
 def test_a_retry_after_is_read_finite_and_at_most_an_hour(value: str, wait: float | None) -> None:
-    from workers.adapters import seconds
+    from workers.outbound.base import seconds
 
     assert seconds(value) == wait

@@ -6,7 +6,8 @@ import redis
 
 from contracts import EngagementDecision, Limits
 from pipeline.guardrails import tally
-from workers.stores import Journal, Ledger
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
 
 NOW = 1_800_000_000_000
 

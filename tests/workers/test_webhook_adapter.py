@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from contracts.messages import OutboundAsk
-from workers.adapters.webhook import WebhookOutbound, signing_key
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
-from workers.outbox import SendContext
+from workers.outbound.base import SendContext
+from workers.outbound.webhook import WebhookOutbound, signing_key
 
 KEY = b"0123456789abcdef0123456789abcdef"
 SECRET = "whsec_" + base64.b64encode(KEY).decode()

@@ -28,12 +28,14 @@ from hypothesis import strategies as st
 from contracts import Candidate
 from pipeline.signatures import github_headers, slack_headers
 from tests.pipeline.strategies import JSON
-from workers import bootstrap, keys
-from workers.celery_app import Queue, Task, create_app, task_id
-from workers.inbound import inbound_tracking_id
-from workers.ingress import create_ingress
+from workers import bootstrap
+from workers.celery_app import create_app
+from workers.ingress.app import create_ingress
+from workers.ingress.webhooks import GITHUB_EVENTS
+from workers.queues import Queue, Task, task_id
 from workers.settings import Settings
-from workers.webhooks import GITHUB_EVENTS
+from workers.stores import keys
+from workers.stores.inbound import inbound_tracking_id
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

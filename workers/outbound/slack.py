@@ -33,10 +33,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from contracts.messages import OutboundAsk, SendResult
-from workers import keys
-from workers.adapters import seconds
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
-from workers.outbox import SendContext
+from workers.outbound.base import SendContext, seconds
+from workers.stores import keys
 
 log = logging.getLogger("seatwire.slack")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import redis
 
 from contracts import InboxItem, UpdatesPage
-from workers import keys
-from workers.redis_scripts import load_script, text
+from workers.stores import keys
+from workers.stores.scripts import script, text
 
 PAGE_ITEMS = 50
 PAGE_BYTES = 64 * 1024
@@ -29,7 +29,7 @@ class AckBeyondLast(Exception):
 class Inbox:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._ack = load_script(client, "inbox_ack")
+        self._ack = script(client, "inbox_ack")
 
     def updates(self, seat_id: str) -> UpdatesPage:
         """The unacknowledged items, oldest first, one page at a time."""

@@ -27,28 +27,25 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import redis
 from celery import Celery
 
 from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import DecisionEnvelope, ReservedEnvelope
-from workers import keys
-from workers.celery_app import STAGE_QUEUES, Queue, publish, task_id
-from workers.dlq import COUNTER_TTL_MS, QUEUE_TASK, STAGE_STATES, finals, load
-from workers.parking import release_due
-from workers.redis_scripts import text
-
-if TYPE_CHECKING:
-    from workers.bootstrap import Container
+from workers import clock
+from workers.broker import publish
+from workers.queues import FIRST_STAGE, QUEUE_TASK, STAGE_QUEUES, STATE_STAGE, Queue, task_id
+from workers.settings import Settings
+from workers.stores import keys
+from workers.stores.dlq import COUNTER_TTL_MS, finals
+from workers.stores.parking import release_due
+from workers.stores.scripts import script, text
 
 log = logging.getLogger("seatwire.sweeper")
 
-FIRST_STAGE = {"inbound": Queue.DIRECTEDNESS, "work": Queue.ENGAGEMENT}
-SEND_STATES = frozenset(STAGE_STATES[Queue.SEND.value])
 STAGE_NAMES = frozenset(q.value for q in STAGE_QUEUES)
 
 
@@ -104,10 +101,8 @@ def plan(tracking_id: str, entry: dict[str, str], op_attempt: str | None) -> Pla
     first = FIRST_STAGE.get(entry.get("kind", ""))
     if state == "accepted" and first is not None:
         queue = first
-    elif state == "decided":
-        queue = Queue.GUARDRAILS
-    elif state in SEND_STATES:
-        queue = Queue.SEND
+    elif state in STATE_STAGE:
+        queue = STATE_STAGE[state]
     elif state == "failed" and entry.get("failedStage") in STAGE_NAMES:
         # A stage gave up, yet the entry is still open: the dead-letter queue is its place.
         queue = Queue(entry["failedStage"])
@@ -161,7 +156,7 @@ class Sweeper:
         self.deadline_ms = deadline_ms
         self.max_deliveries = max_deliveries
         self.batch = batch
-        self._claim = load(client, "sweep_claim")
+        self._claim = script(client, "sweep_claim")
 
     def sweep(self, app: Celery, *, now_ms: int) -> SweepReport:
         """Re-enqueue (or dead-letter) every entry past its deadline, at most `batch`."""
@@ -290,13 +285,20 @@ def tick(
     return report
 
 
-def run_tick(container: Container, app: Celery) -> SweepReport:
+class TickDeps(Protocol):
+    """What a tick needs of a process's container."""
+
+    settings: Settings
+    redis: redis.Redis
+
+
+def run_tick(container: TickDeps, app: Celery) -> SweepReport:
     """`tick` with a process's container and its settings (the beat task, embedded mode)."""
     s = container.settings
     report = tick(
         container.redis,
         app,
-        now_ms=time.time_ns() // 1_000_000,
+        now_ms=clock.now_ms(),
         deadline_ms=s.journal_deadline_ms,
         max_deliveries=s.max_deliveries,
         batch=s.sweep_batch,
@@ -311,8 +313,3 @@ def run_tick(container: Container, app: Celery) -> SweepReport:
             report.released,
         )
     return report
-
-
-def postpone(client: redis.Redis, tracking_id: str, *, until_ms: int) -> None:
-    """Move an open entry's deadline later (never earlier, never reopening a closed one)."""
-    client.zadd(keys.JOURNAL_OPEN, {tracking_id: until_ms}, xx=True, gt=True)

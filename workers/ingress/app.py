@@ -24,9 +24,10 @@ from pydantic import ValidationError
 
 from contracts import Seat, Trace, WorkReport
 from contracts.messages import WorkEnvelope
-from workers.bootstrap import Container, now_ms
-from workers.celery_app import Task
-from workers.http import (
+from workers.clock import now_ms
+from workers.container import Container
+from workers.ingress.accept import Arrival, intake_for
+from workers.ingress.http import (
     UNAVAILABLE,
     BodyTooLarge,
     invalid,
@@ -37,9 +38,9 @@ from workers.http import (
     unsupported_media,
     within_budget,
 )
-from workers.inbox import AckBeyondLast
-from workers.intake import Arrival, intake_for
-from workers.webhooks import inbound_routes, provider_paths
+from workers.ingress.webhooks import inbound_routes, provider_paths
+from workers.queues import Task
+from workers.stores.inbox import AckBeyondLast
 
 
 def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:

@@ -1,32 +1,30 @@
-"""The stages as plain handlers: load, decide, persist, and return the next message.
+"""The send stage: put a reserved ask on the wire exactly once, or write down why not.
 
-No Celery here: a task unpacks its message, calls one of these, and publishes what comes back.
-Every handler is safe to run twice for the same message (redelivery is normal on Redis).
+The op goes `reserved -> sending` under a lease and a fencing token before any wire call;
+a try in doubt reconciles before it posts; the send gate decides whether the ask may go
+(DESIGN.md section 8). Its task applies the retry plan of a try that did not get through.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
+from celery import Celery
 
-from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, SendGateVerdict, SendPolicy
-from contracts.messages import (
-    DecisionEnvelope,
-    InboundEnvelope,
-    OutboundAsk,
-    ReservedEnvelope,
-    SendResult,
-    WorkEnvelope,
-)
-from pipeline.engagement import apply_guardrail, decide_engagement
-from pipeline.facts import Places, learn_from_send, places_of, reads_membership
-from pipeline.fanout import resolve_all
-from pipeline.guardrails import judge
+from contracts import EngagementDecision, GuardrailVerdict, SendGateVerdict, SendPolicy
+from contracts.messages import OutboundAsk, ReservedEnvelope, SendResult
+from pipeline.backoff import retry_delay
+from pipeline.facts import Places, learn_from_send
 from pipeline.send_gate import check_send, reached_member_ids
+from workers.broker import RETRY_BACKOFF_MAX_S, publish
+from workers.clock import now_ms
+from workers.container import Container
 from workers.errors import (
     ConfigError,
     Deferred,
@@ -36,14 +34,20 @@ from workers.errors import (
     PermanentError,
     TransientError,
 )
-from workers.faults import crash_point
-from workers.inbound import InboundStore, Recorded
 from workers.org import OrgSource
-from workers.outbox import Outbound, SendContext
-from workers.stores import Journal, Ledger
+from workers.outbound.base import Outbound, SendContext
+from workers.queues import Task
+from workers.recovery.faults import crash_point
+from workers.stages.base import Deps, register_stage
+from workers.stages.guardrails import Guardrails
+from workers.stages.rows import stage_row
+from workers.stores.inbound import InboundStore
+from workers.stores.journal import postpone
+from workers.stores.ledger import Ledger
+from workers.stores.parking import park
 from workers.timezones import offset_of
 
-log = logging.getLogger("seatwire.handlers")
+log = logging.getLogger("seatwire.send")
 
 
 def idempotency_id(decision: EngagementDecision, attempt: int) -> str:
@@ -51,218 +55,37 @@ def idempotency_id(decision: EngagementDecision, attempt: int) -> str:
     return f"engage-{decision.dedupe_key}-{attempt}"
 
 
-def ledger_row(
-    seat_id: str,
-    decision: EngagementDecision,
-    tracking_id: str,
-    *,
-    outcome: str,
-    at_ms: int,
-    reason_code: str | None,
-    reason: str | None,
-    attempt: int | None = None,
-    extra_why: str | None = None,
-    ask: OutboundAsk | None = None,
-    result: SendResult | None = None,
-) -> LedgerRow:
-    """The ledger row of one outcome of one decision."""
-    return LedgerRow(
-        at_ms=at_ms,
-        seat_id=seat_id,
-        work_id=decision.work_id,
-        trigger=decision.trigger,
-        reason_code=reason_code,
-        reason=reason,
-        dedupe_key=decision.dedupe_key,
-        attempt=attempt,
-        engaged=outcome == "engaged",
-        outcome=outcome,  # type: ignore[arg-type]
-        surface=decision.surface,
-        channel_id=result.channel_id if result else decision.channel_id,
-        message_id=result.message_id if result else None,
-        room_created=bool(result and result.room_created),
-        targets=decision.targets,
-        why=(*decision.why, *([extra_why] if extra_why else [])),
-        idempotency_id=ask.idempotency_id if ask else None,
-        tracking_id=tracking_id,
-    )
-
-
-def nonengagement_row(seat_id: str, decision: EngagementDecision, tracking_id: str) -> LedgerRow:
-    """A considered 'nobody', written down with the code that says why."""
-    if decision.guardrail is not None:
-        outcome = decision.guardrail.code
-    elif decision.reason_code == "unroutable":
-        outcome = "unroutable"
-    else:
-        outcome = "none"
-    return ledger_row(
-        seat_id,
-        decision,
-        tracking_id,
-        outcome=outcome,
-        at_ms=decision.now_ms,
-        reason_code=decision.reason_code,
-        reason=decision.reason,
-    )
-
-
 @dataclass
-class Stages:
-    journal: Journal
+class Send:
     ledger: Ledger
     org: OrgSource
     outbound: Outbound
     inbound: InboundStore
-    clock_ms: Callable[[], int]
+    clock_ms: Callable[[], int] = now_ms
     lease_ms: int = 90_000
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
-    # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
-    # have sent without sending, `on` sends. Each is written down, never silent.
     mode: str = "on"
     policy: SendPolicy = field(default_factory=SendPolicy)
 
-    # ------------------------------------------------------------------ directedness
-
-    def directedness(self, env: InboundEnvelope) -> Recorded:
-        """Resolve one inbound event for every seat and record all of it at once."""
-        view, _degraded = self.org.current()
-        wire = env.candidate.to_wire()
-        places = places_of(wire)
-        channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
-        known = self.inbound.known(places, channel, membership=reads_membership(wire, channel))
-        resolved = resolve_all(wire, view.roster, known, places)
-        return self.inbound.record(
-            env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
+    @classmethod
+    def of(cls, c: Container) -> Send:
+        s = c.settings
+        return cls(
+            ledger=c.ledger,
+            org=c.org,
+            outbound=c.outbound,
+            inbound=c.inbound,
+            # A live try is killed at the hard time limit; the lease outlasts it a little.
+            lease_ms=(s.task_time_limit_s + 10) * 1000,
+            mode=s.send_mode,
+            policy=s.send_policy,
         )
 
-    # ------------------------------------------------------------------ engagement
+    def _guardrails(self) -> Guardrails:
+        return Guardrails(ledger=self.ledger, clock_ms=self.clock_ms)
 
-    def engagement(self, env: WorkEnvelope) -> DecisionEnvelope | None:
-        view, degraded = self.org.current()
-        seat = view.seat(env.seat_id)
-        if seat is None:
-            raise PermanentError(f"seat {env.seat_id} is not in the org file")
-        if self.mode == "off":
-            self._off(env, seat.member_id)
-            return None
-        ctx = {
-            "me": seat.member_id,
-            "directory": view.directory,
-            "channels": view.rooms,
-            "supervisorId": seat.supervisor_id,
-            "nowMs": self.clock_ms(),
-            "degraded": degraded,
-            "limits": self.ledger.limits,
-        }
-        decision = decide_engagement(env.report, ctx)
-        if decision.engage:
-            # Judge every seat's counts that bear on this ask, as the seed does with its rows.
-            # The guardrail stage re-checks atomically; this makes the record say why.
-            try:
-                counted = self.ledger.tally(
-                    decision=decision, seat_id=seat.member_id, now_ms=decision.now_ms
-                )
-            except redis.RedisError as exc:
-                failed = f"ledger_read_failed:{type(exc).__name__}"
-                decision = decision.model_copy(update={"degraded": (*decision.degraded, failed)})
-            else:
-                verdict = judge(
-                    counted,
-                    now_ms=decision.now_ms,
-                    work_id=decision.work_id,
-                    seat_id=seat.member_id,
-                    creates_room=decision.surface == "new_room",
-                    limits=self.ledger.limits,
-                )
-                decision = apply_guardrail(decision, verdict)
-        row = (
-            None
-            if decision.engage
-            else nonengagement_row(seat.member_id, decision, env.tracking_id)
-        )
-        stored = self.journal.record_decision(
-            env.tracking_id,
-            seat_id=seat.member_id,
-            decision=decision,
-            row=row,
-            now_ms=decision.now_ms,
-        )
-        if not stored.engage:
-            return None
-        return DecisionEnvelope(
-            tracking_id=env.tracking_id, seat_id=seat.member_id, decision=stored
-        )
-
-    def _off(self, env: WorkEnvelope, seat_id: str) -> None:
-        """Send mode `off`: the report is received and written down as not decided."""
-        now = self.clock_ms()
-        decision = EngagementDecision(
-            engage=False,
-            reason_code="mode_off",
-            reason="Seatwire's send mode is off (SEATWIRE_SEND_MODE=off): nothing is decided",
-            work_id=env.report.id,
-            now_ms=now,
-        )
-        row = ledger_row(
-            seat_id,
-            decision,
-            env.tracking_id,
-            outcome="off",
-            at_ms=now,
-            reason_code="mode_off",
-            reason=decision.reason,
-        )
-        self.journal.record_decision(
-            env.tracking_id,
-            seat_id=seat_id,
-            decision=decision,
-            row=row,
-            now_ms=now,
-            final_state="off",
-        )
-
-    # ------------------------------------------------------------------ guardrails
-
-    def guardrails(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
-        verdict = self.ledger.reserve(
-            env.tracking_id,
-            decision=env.decision,
-            seat_id=env.seat_id,
-            tracking_id=env.tracking_id,
-        )
-        if verdict.allowed:
-            return ReservedEnvelope(
-                tracking_id=env.tracking_id,
-                seat_id=env.seat_id,
-                decision=env.decision,
-                verdict=verdict,
-            )
-        self._refuse(env.tracking_id, env.seat_id, env.decision, verdict)
-        return None
-
-    def _refuse(
-        self,
-        tracking_id: str,
-        seat_id: str,
-        decision: EngagementDecision,
-        verdict: GuardrailVerdict,
-    ) -> None:
-        row = _row(
-            seat_id,
-            decision,
-            verdict,
-            tracking_id,
-            outcome=verdict.code or "",
-            at_ms=self.clock_ms(),
-            reason=verdict.detail,
-            extra_why=f"guardrail {verdict.code}: {verdict.detail}",
-        )
-        self.ledger.finish(
-            tracking_id, outcome="refused", row=row, tracking_id=tracking_id, now_ms=row.at_ms
-        )
-
-    # ------------------------------------------------------------------ send
+    def __call__(self, env: ReservedEnvelope) -> str:
+        return self.send(env)
 
     def send(self, env: ReservedEnvelope) -> str:
         """Send the ask exactly once; returns the op's final (or current) state."""
@@ -284,7 +107,7 @@ class Stages:
                     op_id, decision=decision, seat_id=env.seat_id, tracking_id=env.tracking_id
                 )
                 if not verdict.allowed:
-                    self._refuse(env.tracking_id, env.seat_id, decision, verdict)
+                    self._guardrails().refuse(env.tracking_id, env.seat_id, decision, verdict)
                     return "refused"
                 continue
             # The op's attempt names the ask, not the message's: the message may predate a
@@ -473,7 +296,7 @@ class Stages:
         result: SendResult | None = None,
     ) -> str:
         """Record a send's final outcome once, with its ledger row; the script's verb."""
-        row = _row(
+        row = stage_row(
             env.seat_id,
             env.decision,
             verdict,
@@ -554,30 +377,86 @@ class Stages:
         )
 
 
-def _row(
-    seat_id: str,
-    decision: EngagementDecision,
-    verdict: GuardrailVerdict,
-    tracking_id: str,
-    *,
-    outcome: str,
-    at_ms: int,
-    reason: str | None,
-    extra_why: str | None = None,
-    ask: OutboundAsk | None = None,
-    result: SendResult | None = None,
-) -> LedgerRow:
-    """A row of the guardrail or send stage: the decision's code when engaged, else the outcome."""
-    return ledger_row(
-        seat_id,
-        decision,
-        tracking_id,
-        outcome=outcome,
-        at_ms=at_ms,
-        reason_code=decision.reason_code if outcome == "engaged" else outcome,
-        reason=reason,
-        attempt=verdict.attempt,
-        extra_why=extra_why,
-        ask=ask,
-        result=result,
+# A send's budgets of tries, kept on its op (not in the broker's retry count, which every kind
+# of retry shares): waiting out rate limits is not failing, so it has a budget of its own.
+RATE_LIMITED_TRIES = 60
+NOT_SENT_TRIES = 9
+
+
+def _again(app: Celery, c: Container, env: ReservedEnvelope, wait_s: float, reason: str) -> None:
+    """Run the send again in `wait_s`: a fresh message with a countdown when the wait fits
+    under the cap (a longer countdown outlives the broker's visibility timeout and runs
+    twice), else parked in Redis for beat to re-publish when due. The entry's deadline moves
+    past the wait, so the sweeper leaves it alone meanwhile."""
+    now = now_ms()
+    if wait_s > RETRY_BACKOFF_MAX_S:
+        park(
+            c.redis,
+            Task.SEND,
+            env.tracking_id,
+            env.to_wire(),
+            due_ms=now + int(wait_s * 1000),
+            reason=reason,
+        )
+        return
+    postpone(
+        c.redis,
+        env.tracking_id,
+        until_ms=now + int(wait_s * 1000) + c.settings.journal_deadline_ms,
     )
+    publish(app, Task.SEND, env.tracking_id, env.to_wire(), countdown=wait_s)
+
+
+def register(app: Celery, deps: Deps) -> None:
+    def send(self: Any, message: dict[str, Any]) -> None:
+        env = ReservedEnvelope.model_validate(message)
+        container = deps()
+        stage = Send.of(container)
+        try:
+            stage(env)
+        except LeaseBusy as busy:
+            wait_s = max(1.0, (busy.until_ms - now_ms()) / 1000 + 1)
+            raise self.retry(countdown=min(wait_s, RETRY_BACKOFF_MAX_S), exc=busy) from busy
+        except NotSent as refused:
+            rate_limited = refused.retry_after_s is not None
+            budget = RATE_LIMITED_TRIES if rate_limited else NOT_SENT_TRIES
+            if refused.tries >= budget:
+                stage.give_up(env, f"{refused.reason} (after {refused.tries} tries)")
+                return
+            wait_s = retry_delay(
+                max(0, refused.tries - 1),
+                retry_after_s=refused.retry_after_s,
+                u=random.random(),
+                cap_s=RETRY_BACKOFF_MAX_S,
+            )
+            _again(self.app, container, env, wait_s, refused.reason)
+            return
+        except Deferred as held:
+            park(
+                container.redis,
+                Task.SEND,
+                env.tracking_id,
+                env.to_wire(),
+                due_ms=held.until_ms,
+                reason=held.reason,
+            )
+            return
+        except MaybeSent as unsure:
+            if self.request.retries >= self.max_retries:
+                raise
+            wait_s = max(
+                retry_delay(
+                    self.request.retries,
+                    retry_after_s=unsure.retry_after_s,
+                    u=random.random(),
+                    cap_s=RETRY_BACKOFF_MAX_S,
+                ),
+                2 * container.settings.send_timeout_s,
+            )
+            if wait_s > RETRY_BACKOFF_MAX_S:
+                _again(self.app, container, env, wait_s, unsure.reason)
+                return
+            raise self.retry(countdown=wait_s, exc=unsure) from unsure
+        crash_point("send", "after_done_before_ack", env.tracking_id)
+
+    register_stage(app, Task.SEND, deps, send)

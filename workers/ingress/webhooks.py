@@ -36,9 +36,9 @@ from pipeline.normalise import Skipped, as_str
 from pipeline.normalise.github import normalise_github
 from pipeline.normalise.slack import normalise_slack
 from pipeline.signatures import Refused, verify_github, verify_slack
-from workers.bootstrap import Container
-from workers.celery_app import Task
-from workers.http import (
+from workers.container import Container
+from workers.ingress.accept import Arrival, Intake
+from workers.ingress.http import (
     BodyTooLarge,
     invalid,
     media_type,
@@ -48,8 +48,8 @@ from workers.http import (
     unsupported_media,
     within_budget,
 )
-from workers.inbound import inbound_tracking_id
-from workers.intake import Arrival, Intake
+from workers.queues import Task
+from workers.stores.inbound import inbound_tracking_id
 
 log = logging.getLogger("seatwire.webhooks")
 

@@ -35,11 +35,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError, ResponseError
 
-from workers import keys
-from workers.celery_app import INGRESS_PUBLISH_RETRY, TASK_QUEUE, Task, publish, task_id
-from workers.redis_scripts import script_source, text
+from workers.broker import INGRESS_PUBLISH_RETRY, publish
+from workers.queues import TASK_QUEUE, Task, task_id
 from workers.settings import Settings
-from workers.stores import Journal
+from workers.stores import keys
+from workers.stores.journal import Journal
+from workers.stores.scripts import source, text
 
 Verb = Literal["new", "requeued", "duplicate", "conflict"]
 
@@ -243,7 +244,7 @@ class RedisIntake:
     def __init__(self, url: str, *, deadline_ms: int) -> None:
         self.url = url
         self.deadline_ms = deadline_ms
-        self._source = script_source("journal_enqueue")
+        self._source = source("journal_enqueue")
         self._clients: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
 
     def _for_this_loop(self) -> _GroupCommit:

@@ -26,21 +26,14 @@ from typing import Any
 import redis
 from celery import Celery
 
-from workers import keys
-from workers.celery_app import TASK_QUEUE, Queue, Task, publish, task_id
-from workers.redis_scripts import script_source, text
-from workers.stores import FINAL_STATES
+from workers.broker import publish
+from workers.queues import QUEUE_TASK, STAGE_STATES, TASK_QUEUE, Queue, Task, task_id
+from workers.stores import keys
+from workers.stores.journal import FINAL_STATES
+from workers.stores.scripts import script, text
 
 COUNTER_TTL_MS = 7 * 86_400_000  # a delivery counter outlives any retry chain of its message
 TOMBSTONE_TTL_MS = 7 * 86_400_000  # how long a replayed letter answers "already replayed"
-QUEUE_TASK = {queue: task for task, queue in TASK_QUEUE.items()}
-# The journal states each stage's message is for, the state it is re-enqueued from first.
-STAGE_STATES = {
-    Queue.DIRECTEDNESS.value: ("accepted",),
-    Queue.ENGAGEMENT.value: ("accepted",),
-    Queue.GUARDRAILS.value: ("decided",),
-    Queue.SEND.value: ("reserved", "sending", "unknown"),
-}
 # The state a replayed entry returns to when it does not remember its own (an entry failed by
 # an older `journal.fail`): the state its stage's message is re-enqueued from by the sweeper.
 STAGE_ENTRY_STATE = {stage: states[0] for stage, states in STAGE_STATES.items()}
@@ -51,11 +44,6 @@ STAGE_OWNS = {stage: (*states, "failed") for stage, states in STAGE_STATES.items
 
 def finals() -> list[str]:
     return sorted(FINAL_STATES)
-
-
-def load(client: redis.Redis, name: str) -> Any:
-    """A script of workers/lua with the shared `dead_letter` function in front of it."""
-    return client.register_script(script_source("dead_letter") + "\n" + script_source(name))
 
 
 @dataclass(frozen=True)
@@ -127,9 +115,9 @@ class DeadLetters:
     def __init__(self, client: redis.Redis, *, max_deliveries: int = 5) -> None:
         self.r = client
         self.max_deliveries = max_deliveries
-        self._count = load(client, "delivery_count")
-        self._give_up = load(client, "stage_give_up")
-        self._replay = load(client, "dlq_replay")
+        self._count = script(client, "delivery_count")
+        self._give_up = script(client, "stage_give_up")
+        self._replay = script(client, "dlq_replay")
 
     # ------------------------------------------------------------------ writing
 

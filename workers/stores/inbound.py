@@ -22,9 +22,9 @@ from contracts import Candidate, Directedness, InboxItem, SeatVerdict, Trace
 from contracts.org import Channel
 from pipeline.facts import Known, Learned, Places
 from pipeline.fanout import Resolved
-from workers import keys
 from workers.errors import PermanentError
-from workers.redis_scripts import load_script, text
+from workers.stores import keys
+from workers.stores.scripts import script, text
 
 INBOUND_RETENTION_MS = 7 * 86_400_000  # above Slack's 24 h and GitHub's 72 h dedupe windows
 FACT_TTL_MS = 30 * 86_400_000  # a thread nobody touched for a month is no longer followed
@@ -74,7 +74,7 @@ class InboundStore:
         self.r = client
         self.retention_ms = retention_ms
         self.fact_ttl_ms = fact_ttl_ms
-        self._record = load_script(client, "inbound_record")
+        self._record = script(client, "inbound_record")
 
     def known(self, places: Places, channel: Channel | None, *, membership: bool) -> Known:
         """What the stores know about an event's places, for every seat: at most one round

@@ -25,9 +25,8 @@ import httpx
 
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.signatures import standard_webhook_headers
-from workers.adapters import seconds
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
-from workers.outbox import SendContext
+from workers.outbound.base import SendContext, seconds
 
 SECRET_PREFIX = "whsec_"
 

@@ -21,10 +21,11 @@ from typing import Any
 import redis
 from celery import Celery
 
-from workers import keys
-from workers.celery_app import TASK_QUEUE, Task, publish, task_id
+from workers.broker import publish
 from workers.clock import now_ms
-from workers.redis_scripts import load_script, text
+from workers.queues import TASK_QUEUE, Task, task_id
+from workers.stores import keys
+from workers.stores.scripts import script, text
 
 log = logging.getLogger("seatwire.parking")
 
@@ -61,7 +62,7 @@ def park(
         "reason": reason[:500],
         "parkedAtMs": now_ms(),
     }
-    load_script(client, "park")(
+    script(client, "park")(
         keys=[keys.PARKED, keys.PARKED_MESSAGES, keys.JOURNAL_OPEN],
         args=[member, due_ms, json.dumps(record), tracking_id, due_ms + grace_ms],
     )
@@ -91,7 +92,7 @@ def parked(client: redis.Redis, limit: int = 100) -> list[Parked]:
 
 def release_due(client: redis.Redis, app: Celery, *, now_ms: int, batch: int = 500) -> int:
     """Re-publish every parked message that is due (at most `batch`); returns how many."""
-    taken = load_script(client, "unpark_due")(
+    taken = script(client, "unpark_due")(
         keys=[keys.PARKED, keys.PARKED_MESSAGES], args=[now_ms, batch]
     )
     released = 0

@@ -1,0 +1,34 @@
+"""What a process's stages and routes work with: its settings, its Redis and the stores and
+adapter built on it. Data only; `workers/bootstrap.py` is the one place that builds it, and
+hands it to the tasks when they are registered and to the ingress when it is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+
+from workers.org import OrgSource
+from workers.outbound.base import Outbound
+from workers.settings import Settings
+from workers.stores.dlq import DeadLetters
+from workers.stores.inbound import InboundStore
+from workers.stores.inbox import Inbox
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
+
+
+@dataclass
+class Container:
+    settings: Settings
+    redis: redis.Redis
+    journal: Journal
+    ledger: Ledger
+    org: OrgSource
+    outbound: Outbound
+    inbox: Inbox
+    inbound: InboundStore
+    dead_letters: DeadLetters
+    app: Celery | None = None

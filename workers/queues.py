@@ -1,0 +1,107 @@
+"""The stage table: the one place a stage of the pipeline is declared.
+
+Import-light on purpose (contracts only, no Celery, no Redis): the ingress, the stores, the
+sweeper, the CLI and the tests all read it. Everything that used to be written per stage in
+several modules is derived from `STAGES` here:
+
+- the Celery routes (`TASK_QUEUE`) and which queues a stage worker consumes (`STAGE_QUEUES`);
+- the beat schedule (`BEAT_STAGES`, each with the setting that gives its cadence);
+- the sweeper's plan (`FIRST_STAGE` per kind of entry, `STATE_STAGE` for every state a
+  stage's message is for) and the dead-letter tables (`STAGE_STATES`, `QUEUE_TASK`);
+- the deterministic task id of one stage of one event (`task_id`).
+
+Adding a stage is one row here plus its module in `workers/stages/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from contracts._base import Wire
+from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
+
+JournalState = str  # PENDING: contracts.journal
+EntryKind = str
+
+
+class Queue(StrEnum):
+    DIRECTEDNESS = "directedness"
+    ENGAGEMENT = "engagement"
+    GUARDRAILS = "guardrails"
+    SEND = "send"
+    BENCH = "bench"  # bench/noop_app.py's baseline task, never a stage
+    BEAT = "beat"  # what beat schedules, consumed by `seatwire beat` itself
+
+
+class Task(StrEnum):
+    DIRECTEDNESS = "seatwire.directedness"
+    ENGAGEMENT = "seatwire.engagement"
+    GUARDRAILS = "seatwire.guardrails"
+    SEND = "seatwire.send"
+    SWEEP = "seatwire.sweep"  # beat: re-enqueue overdue journal entries, release parked ones
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: where its messages queue, the task that runs them, what they carry.
+
+    `states` are the journal states an entry is in while this stage's message is the next
+    thing to run (the first is the one a replayed dead letter returns to); `starts` names the
+    kind of entry whose first message goes here; `cadence` names the setting that gives a
+    beat stage its interval (beat stages carry no envelope and own no state).
+    """
+
+    queue: Queue
+    task: Task
+    envelope: type[Wire] | None = None
+    states: tuple[JournalState, ...] = ()
+    starts: EntryKind | None = None
+    cadence: str | None = None
+
+    @property
+    def beat(self) -> bool:
+        return self.cadence is not None
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        Queue.DIRECTEDNESS,
+        Task.DIRECTEDNESS,
+        InboundEnvelope,
+        states=("accepted",),
+        starts="inbound",
+    ),
+    Stage(
+        Queue.ENGAGEMENT,
+        Task.ENGAGEMENT,
+        WorkEnvelope,
+        states=("accepted",),
+        starts="work",
+    ),
+    Stage(Queue.GUARDRAILS, Task.GUARDRAILS, DecisionEnvelope, states=("decided",)),
+    Stage(Queue.SEND, Task.SEND, ReservedEnvelope, states=("reserved", "sending", "unknown")),
+    Stage(Queue.BEAT, Task.SWEEP, cadence="sweep_interval_s"),
+)
+
+BY_QUEUE: dict[Queue, Stage] = {s.queue: s for s in STAGES if not s.beat}
+BY_TASK: dict[Task, Stage] = {s.task: s for s in STAGES}
+# The queues `seatwire worker` consumes by default: every pipeline stage, never beat's own.
+STAGE_QUEUES: tuple[Queue, ...] = tuple(s.queue for s in STAGES if not s.beat)
+BEAT_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES if s.beat)
+TASK_QUEUE: dict[Task, Queue] = {s.task: s.queue for s in STAGES}
+QUEUE_TASK: dict[Queue, Task] = {s.queue: s.task for s in STAGES if not s.beat}
+FIRST_STAGE: dict[str, Queue] = {s.starts: s.queue for s in STAGES if s.starts is not None}
+# The journal states each stage's message is for, keyed by queue name (the DLQ's tables).
+STAGE_STATES: dict[str, tuple[JournalState, ...]] = {
+    s.queue.value: s.states for s in STAGES if not s.beat
+}
+# The stage a mid-pipeline state leads to (`accepted` depends on the kind: FIRST_STAGE).
+STATE_STAGE: dict[str, Queue] = {
+    state: s.queue for s in STAGES if s.starts is None for state in s.states
+}
+
+
+def task_id(tracking_id: str, stage: Queue) -> str:
+    """The deterministic Celery task id of one stage of one event."""
+    return f"{tracking_id}:{stage.value}"

@@ -1,0 +1,90 @@
+"""The stages, one module each (handler and task), over the base task in `base.py`.
+
+`register_tasks` registers the task of every row of the stage table (workers/queues.py) on
+an app, each handed the process's container; a row without a module here is refused at
+once. `Stages` is the four handlers over one set of stores, for callers that drive the
+pipeline without Celery (the tests, the benchmarks).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from celery import Celery
+
+from contracts import SendPolicy
+from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
+from workers.clock import now_ms
+from workers.org import OrgSource
+from workers.outbound.base import Outbound
+from workers.queues import STAGES, Task
+from workers.stages import beat, directedness, engagement, guardrails, send
+from workers.stages.base import Deps, ready_pool_process
+from workers.stores.inbound import InboundStore, Recorded
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
+
+REGISTER: dict[Task, Callable[[Celery, Deps], None]] = {
+    Task.DIRECTEDNESS: directedness.register,
+    Task.ENGAGEMENT: engagement.register,
+    Task.GUARDRAILS: guardrails.register,
+    Task.SEND: send.register,
+    Task.SWEEP: beat.register,
+}
+
+
+def register_tasks(app: Celery, deps: Deps) -> None:
+    """Every stage's task on `app`, working with the container `deps` gives."""
+    missing = [s.task.value for s in STAGES if s.task not in REGISTER]
+    if missing:
+        raise RuntimeError(f"stages declared without a module: {', '.join(missing)}")
+    ready_pool_process(deps)
+    for stage in STAGES:
+        REGISTER[stage.task](app, deps)
+
+
+@dataclass
+class Stages:
+    """The four pipeline handlers over one set of stores."""
+
+    journal: Journal
+    ledger: Ledger
+    org: OrgSource
+    outbound: Outbound
+    inbound: InboundStore
+    clock_ms: Callable[[], int] = now_ms
+    lease_ms: int = 90_000
+    new_token: Callable[[], str] = lambda: secrets.token_hex(8)
+    mode: str = "on"
+    policy: SendPolicy = field(default_factory=SendPolicy)
+
+    def directedness(self, env: InboundEnvelope) -> Recorded:
+        return directedness.Directedness(self.org, self.inbound, self.clock_ms)(env)
+
+    def engagement(self, env: WorkEnvelope) -> DecisionEnvelope | None:
+        stage = engagement.Engagement(self.journal, self.ledger, self.org, self.clock_ms, self.mode)
+        return stage(env)
+
+    def guardrails(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
+        return guardrails.Guardrails(self.ledger, self.clock_ms)(env)
+
+    def send(self, env: ReservedEnvelope) -> str:
+        return self._send().send(env)
+
+    def give_up(self, env: ReservedEnvelope, reason: str) -> str:
+        return self._send().give_up(env, reason)
+
+    def _send(self) -> send.Send:
+        return send.Send(
+            ledger=self.ledger,
+            org=self.org,
+            outbound=self.outbound,
+            inbound=self.inbound,
+            clock_ms=self.clock_ms,
+            lease_ms=self.lease_ms,
+            new_token=self.new_token,
+            mode=self.mode,
+            policy=self.policy,
+        )

@@ -1,0 +1,184 @@
+"""The base of every stage task: late ack, retry only what is transient, write a give-up
+down, count a redelivery before the body runs, and the stage's container.
+
+A stage module declares its handler (plain code, no Celery: load, decide, persist, return the
+next message) and a task that validates its message, calls the handler and publishes what
+comes back. The task is handed the process's container (`deps`) when it is registered
+(`register_stage`), never fetching it from a global.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import redis
+from celery import Celery
+from celery import Task as CeleryTask
+from celery.signals import worker_process_init
+from kombu.exceptions import OperationalError
+
+from workers.broker import RETRY_BACKOFF_MAX_S, STAGE_MAX_RETRIES
+from workers.clock import now_ms
+from workers.container import Container
+from workers.errors import TransientError
+from workers.queues import BY_TASK, Queue, Task
+from workers.recovery.faults import crash_point
+from workers.stores.journal import postpone
+
+log = logging.getLogger("seatwire.tasks")
+
+Deps = Callable[[], Container]
+RETRYABLE = (TransientError, OperationalError, redis.ConnectionError, redis.TimeoutError)
+
+
+def tracking_id_of(message: Any) -> str:
+    found = message.get("trackingId") if isinstance(message, dict) else None
+    return str(found) if found else ""
+
+
+class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
+    """Base of every stage: late ack, retry only what is transient, write down a give-up,
+    and the stage-start hook (the delivery cap, then the `before_claim` crash point)."""
+
+    abstract = True
+    deps: ClassVar[Deps]  # set per task by `register_stage`
+
+    @property
+    def stage(self) -> Queue:
+        return BY_TASK[Task(self.name)].queue
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # A redelivered message (kombu marks one it put back: a worker process that died on
+        # it, a visibility timeout, a shutdown) is counted BEFORE the body, which may kill
+        # the process again; a first delivery costs no round trip. At the cap the message is
+        # dead-lettered and this returns normally, so Celery acks it and stops. The count
+        # comes before the `before_claim` crash point too: a message that killed its process
+        # there, ahead of the count, would be requeued forever (RELIABILITY.md test 4).
+        message = args[0] if args else None
+        tracking_id = tracking_id_of(message)
+        info = self.request.delivery_info
+        if (
+            info
+            and info.get("redelivered")
+            and tracking_id
+            and not self._admit_redelivery(tracking_id, message)
+        ):
+            return None
+        crash_point(self.stage.value, "before_claim", tracking_id)
+        return super().__call__(*args, **kwargs)
+
+    def _admit_redelivery(self, tracking_id: str, message: Any) -> bool:
+        """Count a redelivered message before its body runs; False when it must not run: it
+        reached the delivery cap (dead-lettered now) or was dead-lettered already."""
+        stage = self.stage
+        try:
+            delivery = self.deps().dead_letters.count_redelivery(
+                tracking_id, queue=stage, message=message, now_ms=now_ms()
+            )
+        except redis.RedisError as exc:  # the body meets the same Redis, and retries on it
+            log.warning("could not count the redelivery of %s: %s", tracking_id, exc)
+            return True
+        if delivery.verb == "dead":
+            log.error(
+                "dead-lettered %s at stage %s after %s deliveries (worker_lost_loop)",
+                tracking_id,
+                stage.value,
+                delivery.deliveries,
+            )
+        elif delivery.verb == "done":
+            log.warning(
+                "redelivered %s at stage %s is %s already: acked, not run",
+                tracking_id,
+                stage.value,
+                delivery.state,
+            )
+        return delivery.run
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        """A stage that gave up writes that down on the journal entry (`failed`, where and
+        why) and dead-letters the message with its reason: never a silent drop. An error
+        still worth retrying got here only by running out of retries."""
+        message = args[0] if args else None
+        tracking_id = tracking_id_of(message)
+        stage = self.stage
+        reason = "max_retries" if isinstance(exc, RETRYABLE) else f"permanent:{type(exc).__name__}"
+        log.error("stage %s gave up on %s (%s): %s", stage.value, tracking_id, reason, exc)
+        if not tracking_id:
+            return
+        try:
+            self.deps().dead_letters.give_up(
+                tracking_id,
+                queue=stage,
+                reason=reason,
+                error=repr(exc),
+                message=message,
+                now_ms=now_ms(),
+            )
+        except Exception:  # the journal itself is unreachable; the sweeper will find it
+            log.exception("could not record the failure of %s", tracking_id)
+
+    def on_retry(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        # A message in a retry chain is alive, not lost: keep the sweeper off it until after
+        # its next try could have run (the backoff is capped at RETRY_BACKOFF_MAX_S).
+        tracking_id = tracking_id_of(args[0] if args else None)
+        if not tracking_id:
+            return
+        try:
+            container = self.deps()
+            until = now_ms() + RETRY_BACKOFF_MAX_S * 1000 + container.settings.journal_deadline_ms
+            postpone(container.redis, tracking_id, until_ms=until)
+        except Exception as exc2:  # best effort: at worst the sweeper sends a duplicate
+            log.warning("could not postpone the deadline of %s: %s", tracking_id, exc2)
+
+
+# Every stage task's options: late ack, retry only what is transient, a bounded backoff.
+STAGE_TASK_OPTIONS: dict[str, Any] = {
+    "base": StageTask,
+    "bind": True,
+    "acks_late": True,
+    "autoretry_for": RETRYABLE,
+    "retry_backoff": 2,
+    "retry_backoff_max": RETRY_BACKOFF_MAX_S,
+    "retry_jitter": True,
+    "max_retries": STAGE_MAX_RETRIES,
+    # Registered on the app being built only: a shared task would be added to every app
+    # created later in the process too (embedded mode and the tests build several).
+    "shared": False,
+}
+
+# No late ack and no retry: a lost tick is replaced by the next one.
+BEAT_TASK_OPTIONS: dict[str, Any] = {"bind": True, "max_retries": 0, "shared": False}
+
+
+def register_stage(app: Celery, task: Task, deps: Deps, run: Callable[..., None]) -> CeleryTask:
+    """Register `run(self, message)` as the task of one row of the stage table, with its
+    queue and the options of its kind (a pipeline stage or a beat tick), handed `deps`."""
+    stage = BY_TASK[task]
+    options = BEAT_TASK_OPTIONS if stage.beat else STAGE_TASK_OPTIONS
+    registered: CeleryTask = app.task(
+        name=task.value, queue=stage.queue.value, deps=deps, **options
+    )(run)
+    return registered
+
+
+def ready_pool_process(deps: Deps) -> None:
+    """A new prefork pool process (at start, and each time one is recycled) builds its
+    container before its first task, then hides it from the cyclic collector, as `seatwire
+    worker` hid what the process inherited: it lives as long as the process, and walking it
+    on every full collection would be paid by the tasks."""
+
+    def ready(**_: Any) -> None:
+        try:
+            deps()
+        except Exception:  # the first task meets the same error and reports it against its entry
+            log.exception("could not build this pool process's container")
+        gc.freeze()
+
+    worker_process_init.connect(ready, weak=False, dispatch_uid="seatwire.ready_pool_process")

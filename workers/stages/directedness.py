@@ -1,0 +1,49 @@
+"""The directedness stage: resolve one inbound event for every seat, and record all of it at
+once (the verdicts for `/v1/trace`, the directed ones into each seat's inbox)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery
+
+from contracts.messages import InboundEnvelope
+from pipeline.facts import places_of, reads_membership
+from pipeline.fanout import resolve_all
+from workers.clock import now_ms
+from workers.container import Container
+from workers.org import OrgSource
+from workers.queues import Task
+from workers.stages.base import Deps, register_stage
+from workers.stores.inbound import InboundStore, Recorded
+
+
+@dataclass
+class Directedness:
+    org: OrgSource
+    inbound: InboundStore
+    clock_ms: Callable[[], int] = now_ms
+
+    @classmethod
+    def of(cls, c: Container) -> Directedness:
+        return cls(org=c.org, inbound=c.inbound)
+
+    def __call__(self, env: InboundEnvelope) -> Recorded:
+        view, _degraded = self.org.current()
+        wire = env.candidate.to_wire()
+        places = places_of(wire)
+        channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
+        known = self.inbound.known(places, channel, membership=reads_membership(wire, channel))
+        resolved = resolve_all(wire, view.roster, known, places)
+        return self.inbound.record(
+            env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
+        )
+
+
+def register(app: Celery, deps: Deps) -> None:
+    def directedness(self: Any, message: dict[str, Any]) -> None:
+        Directedness.of(deps())(InboundEnvelope.model_validate(message))
+
+    register_stage(app, Task.DIRECTEDNESS, deps, directedness)

@@ -1,0 +1,134 @@
+"""The engagement stage: decide whether a work report needs a named person, judge that ask
+against the ledger's tally, and record the decision (or the considered 'nobody')."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from celery import Celery
+
+from contracts import EngagementDecision
+from contracts.messages import DecisionEnvelope, WorkEnvelope
+from pipeline.engagement import apply_guardrail, decide_engagement
+from pipeline.guardrails import judge
+from workers.broker import publish
+from workers.clock import now_ms
+from workers.container import Container
+from workers.errors import PermanentError
+from workers.org import OrgSource
+from workers.queues import Task
+from workers.stages.base import Deps, register_stage
+from workers.stages.rows import ledger_row, nonengagement_row
+from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
+
+
+@dataclass
+class Engagement:
+    journal: Journal
+    ledger: Ledger
+    org: OrgSource
+    clock_ms: Callable[[], int] = now_ms
+    # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
+    # have sent without sending, `on` sends. Each is written down, never silent.
+    mode: str = "on"
+
+    @classmethod
+    def of(cls, c: Container) -> Engagement:
+        return cls(journal=c.journal, ledger=c.ledger, org=c.org, mode=c.settings.send_mode)
+
+    def __call__(self, env: WorkEnvelope) -> DecisionEnvelope | None:
+        view, degraded = self.org.current()
+        seat = view.seat(env.seat_id)
+        if seat is None:
+            raise PermanentError(f"seat {env.seat_id} is not in the org file")
+        if self.mode == "off":
+            self._off(env, seat.member_id)
+            return None
+        ctx = {
+            "me": seat.member_id,
+            "directory": view.directory,
+            "channels": view.rooms,
+            "supervisorId": seat.supervisor_id,
+            "nowMs": self.clock_ms(),
+            "degraded": degraded,
+            "limits": self.ledger.limits,
+        }
+        decision = decide_engagement(env.report, ctx)
+        if decision.engage:
+            # Judge every seat's counts that bear on this ask, as the seed does with its rows.
+            # The guardrail stage re-checks atomically; this makes the record say why.
+            try:
+                counted = self.ledger.tally(
+                    decision=decision, seat_id=seat.member_id, now_ms=decision.now_ms
+                )
+            except redis.RedisError as exc:
+                failed = f"ledger_read_failed:{type(exc).__name__}"
+                decision = decision.model_copy(update={"degraded": (*decision.degraded, failed)})
+            else:
+                verdict = judge(
+                    counted,
+                    now_ms=decision.now_ms,
+                    work_id=decision.work_id,
+                    seat_id=seat.member_id,
+                    creates_room=decision.surface == "new_room",
+                    limits=self.ledger.limits,
+                )
+                decision = apply_guardrail(decision, verdict)
+        row = (
+            None
+            if decision.engage
+            else nonengagement_row(seat.member_id, decision, env.tracking_id)
+        )
+        stored = self.journal.record_decision(
+            env.tracking_id,
+            seat_id=seat.member_id,
+            decision=decision,
+            row=row,
+            now_ms=decision.now_ms,
+        )
+        if not stored.engage:
+            return None
+        return DecisionEnvelope(
+            tracking_id=env.tracking_id, seat_id=seat.member_id, decision=stored
+        )
+
+    def _off(self, env: WorkEnvelope, seat_id: str) -> None:
+        """Send mode `off`: the report is received and written down as not decided."""
+        now = self.clock_ms()
+        decision = EngagementDecision(
+            engage=False,
+            reason_code="mode_off",
+            reason="Seatwire's send mode is off (SEATWIRE_SEND_MODE=off): nothing is decided",
+            work_id=env.report.id,
+            now_ms=now,
+        )
+        row = ledger_row(
+            seat_id,
+            decision,
+            env.tracking_id,
+            outcome="off",
+            at_ms=now,
+            reason_code="mode_off",
+            reason=decision.reason,
+        )
+        self.journal.record_decision(
+            env.tracking_id,
+            seat_id=seat_id,
+            decision=decision,
+            row=row,
+            now_ms=now,
+            final_state="off",
+        )
+
+
+def register(app: Celery, deps: Deps) -> None:
+    def engagement(self: Any, message: dict[str, Any]) -> None:
+        nxt = Engagement.of(deps())(WorkEnvelope.model_validate(message))
+        if nxt is not None:
+            publish(app, Task.GUARDRAILS, nxt.tracking_id, nxt.to_wire())
+
+    register_stage(app, Task.ENGAGEMENT, deps, engagement)

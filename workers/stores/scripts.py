@@ -1,0 +1,63 @@
+"""The one registry of the Lua scripts in workers/stores/lua, and reading Redis replies.
+
+Every store gets its scripts here, by name: `source(name)` is the text Redis runs (with the
+shared `dead_letter` function in front of the scripts that dead-letter), `script(client,
+name)` the registered script (EVALSHA, reloaded by redis-py after a Redis restart). A name
+that is not in `SCRIPTS` is refused, so a typo fails at start, not at the first call.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+# Every script, and the library scripts each one is run with in front of it.
+SCRIPTS: dict[str, tuple[str, ...]] = {
+    "decision_record": (),
+    "delivery_count": ("dead_letter",),
+    "dlq_replay": ("dead_letter",),
+    "guard_reserve": (),
+    "inbound_record": (),
+    "inbox_ack": (),
+    "journal_accept": (),
+    "journal_enqueue": (),
+    "journal_skip": (),
+    "op_finish": (),
+    "park": (),
+    "send_abandon": (),
+    "send_begin": (),
+    "send_note": (),
+    "send_release": (),
+    "send_renew": (),
+    "stage_give_up": ("dead_letter",),
+    "sweep_claim": ("dead_letter",),
+    "unpark_due": (),
+}
+LIBRARIES = frozenset({"dead_letter"})  # functions other scripts call, never run alone
+
+
+def _file(name: str) -> str:
+    return resources.files("workers.stores").joinpath(f"lua/{name}.lua").read_text()
+
+
+@cache
+def source(name: str) -> str:
+    """The text Redis runs for script `name`: its libraries, then its own body."""
+    if name not in SCRIPTS:
+        raise KeyError(f"no Lua script named {name!r} in workers/stores/lua")
+    return "\n".join([*(_file(lib) for lib in SCRIPTS[name]), _file(name)])
+
+
+def script(client: redis.Redis, name: str) -> Script:
+    """Script `name` registered on `client` (its SHA is computed once per call; build a
+    store's scripts once, in its constructor)."""
+    return client.register_script(source(name))
+
+
+def text(value: Any) -> str:
+    """A reply value as text (redis-py returns bytes unless decoding is on)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
