@@ -35,7 +35,7 @@ name a seat in the text, 5% mention a person, 2% are a seat's own message, 18% a
 replies to an earlier message of the same channel (directed when a seat was mentioned or
 named in that thread or wrote its root); 1 in 6 happen in 5 channels the org file does not list.
 
-`--profile N` runs the task body (`InboundEnvelope.model_validate` + `Stages.directedness`)
+`--profile N` runs the task body (`InboundEnvelope.model_validate` + the `Directedness` handler)
 in-process on real Redis for N events, half timed plainly and half under cProfile, and splits
 the time between the org view, the fact read, resolve_all (and the per-seat rules it runs for
 the seats an event can concern), the record (verdict JSON, inbox items, the Lua script) and
@@ -480,7 +480,7 @@ class Bench:
 WATCH = [
     ("task body (validate + handler)", "directedness.py", "task_body"),
     ("  InboundEnvelope.model_validate", "main.py", "model_validate"),
-    ("  Stages.directedness", "handlers.py", "directedness"),
+    ("  Directedness (the handler)", "stages/directedness.py", "__call__"),
     ("    OrgSource.current", "org.py", "current"),
     ("    candidate.to_wire", "_base.py", "to_wire"),
     ("    InboundStore.known (1 round trip)", "inbound.py", "known"),
@@ -507,6 +507,7 @@ def profile(args: argparse.Namespace, org: BenchOrg) -> int:
     from workers.celery_app import create_app
     from workers.queues import Task
     from workers.settings import Settings
+    from workers.stages.directedness import Directedness
 
     settings = Settings()
     app = create_app(settings, register=False)
@@ -531,8 +532,8 @@ def profile(args: argparse.Namespace, org: BenchOrg) -> int:
         messages.append(message)
 
     def task_body(message: dict[str, Any]) -> str:
-        # workers/tasks.py `directedness`: validate, then the handler.
-        return c.stages.directedness(InboundEnvelope.model_validate(message)).state
+        # workers/stages/directedness.py `register`: validate, then the handler.
+        return Directedness.of(c)(InboundEnvelope.model_validate(message)).state
 
     states: Counter[str] = Counter()
     for m in messages[:200]:  # warm-up: scripts loaded, connections made, caches filled

@@ -40,7 +40,10 @@ class RoundTrips:
         import redis.connection
 
         self.n = 0
-        original = redis.connection.AbstractConnection.send_packed_command
+        # redis-py leaves send_packed_command unannotated; this is its signature.
+        original: Callable[[Any, Any, bool], None] = (
+            redis.connection.AbstractConnection.send_packed_command
+        )
 
         def counting(conn: Any, command: Any, check_health: bool = True) -> None:
             self.n += 1
@@ -84,13 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     from workers.celery_app import create_app
     from workers.queues import Task
     from workers.settings import Settings
+    from workers.stages.engagement import Engagement
+    from workers.stages.guardrails import Guardrails
+    from workers.stages.send import Send
 
     trips = RoundTrips()
     settings = Settings()
     app = create_app(settings, register=False)
     c = build_container(settings, app=app)
     c.redis.flushdb()
-    stages = c.stages
     items = make_items(args.n, "stages", args.org_file)
 
     def ingress(item: Any) -> dict[str, Any]:
@@ -111,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return message
 
     def engagement(message: dict[str, Any]) -> dict[str, Any] | None:
-        nxt = stages.engagement(WorkEnvelope.model_validate(message))
+        # The stage tasks' bodies (workers/stages/*.py `register`): the handler built from
+        # the container for each message, then called.
+        nxt = Engagement.of(c)(WorkEnvelope.model_validate(message))
         if nxt is None:
             return None
         wire = nxt.to_wire()
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return wire
 
     def guardrails(message: dict[str, Any]) -> dict[str, Any] | None:
-        nxt = stages.guardrails(DecisionEnvelope.model_validate(message))
+        nxt = Guardrails.of(c)(DecisionEnvelope.model_validate(message))
         if nxt is None:
             return None
         wire = nxt.to_wire()
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return wire
 
     def send(message: dict[str, Any]) -> str:
-        return stages.send(ReservedEnvelope.model_validate(message))
+        return Send.of(c).send(ReservedEnvelope.model_validate(message))
 
     funcs: dict[str, Callable[[Any], Any]] = {
         "ingress": ingress,

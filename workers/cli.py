@@ -15,6 +15,7 @@ import uvicorn
 from rich.console import Console
 
 from workers.errors import ConfigError
+from workers.queues import Queue
 from workers.settings import Settings
 
 if TYPE_CHECKING:
@@ -82,6 +83,38 @@ def demo() -> None:
     raise typer.Exit(run_demo(_settings(), console))
 
 
+def _queue_names(queues: str) -> list[str]:
+    """The queues a worker was asked for, each one of the table's; exit 2 otherwise."""
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    known = {q.value for q in Queue}
+    unknown = [q for q in names if q not in known]
+    if unknown or not names:
+        console.print(f"[red]unknown queue(s) {unknown}[/red]; choose from {sorted(known)}")
+        raise typer.Exit(2)
+    return names
+
+
+def _check_worker(settings: Settings, *, sends: bool) -> None:
+    """Refuse to start a worker that could only fail at its first task: no Redis, or (for a
+    send worker) a missing or wrong token or an API nobody answers at."""
+    from workers import bootstrap
+
+    try:
+        container = bootstrap.build_container(settings)
+        container.redis.ping()
+    except ConfigError as exc:
+        _refuse(exc)
+    except Exception as exc:
+        console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if sends:
+        try:
+            where = container.outbound.check()
+        except ConfigError as exc:
+            _refuse(exc)
+        console.print(f"send mode {settings.send_mode}: asks go to {where}")
+
+
 @cli.command()
 def worker(
     queues: Annotated[str, typer.Option(help="comma-separated queues")] = (
@@ -93,9 +126,7 @@ def worker(
     hostname: Annotated[str | None, typer.Option(help="node name")] = None,
 ) -> None:
     """Run a Celery worker for the given stage queues (needs SEATWIRE_REDIS_URL)."""
-    from workers import bootstrap
     from workers.celery_app import create_app
-    from workers.queues import Queue
 
     settings = _settings()
     if settings.embedded:
@@ -103,28 +134,8 @@ def worker(
             "a separate worker needs a shared broker: set SEATWIRE_REDIS_URL "
             "(or run `seatwire up` for everything in one process)"
         )
-    names = [q.strip() for q in queues.split(",") if q.strip()]
-    known = {q.value for q in Queue}
-    unknown = [q for q in names if q not in known]
-    if unknown or not names:
-        console.print(f"[red]unknown queue(s) {unknown}[/red]; choose from {sorted(known)}")
-        raise typer.Exit(2)
-    try:
-        container = bootstrap.build_container(settings)
-        container.redis.ping()  # fail at start, not at the first task
-    except ConfigError as exc:
-        _refuse(exc)
-    except Exception as exc:
-        console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    if Queue.SEND.value in names:
-        # A missing token, a wrong one or an API nobody answers at is refused here, not at
-        # the first ask.
-        try:
-            where = container.outbound.check()
-        except ConfigError as exc:
-            _refuse(exc)
-        console.print(f"send mode {settings.send_mode}: asks go to {where}")
+    names = _queue_names(queues)
+    _check_worker(settings, sends=Queue.SEND.value in names)
     app = create_app(settings)
     # Pool processes are forked from this one and recycled every 1,000 tasks. A full collection
     # in a child would walk (and so copy, page by page) everything it inherited: take all of
@@ -235,7 +246,6 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     SEATWIRE_REDIS_URL). Run exactly one per deployment."""
     from workers import bootstrap
     from workers.celery_app import create_app
-    from workers.queues import Queue
 
     settings = _settings()
     if settings.embedded:

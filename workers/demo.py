@@ -48,7 +48,7 @@ def _wait_final(http: httpx.Client, tracking_id: str) -> dict[str, Any]:
 
 def _steps(scenario: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
     """Resolve `repeat` (post an earlier report again) and `revise` (a later revision of it)."""
-    steps = []
+    steps: list[dict[str, Any]] = []
     for step in scenario:
         step = copy.deepcopy(step)
         if "repeat" in step:

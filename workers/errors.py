@@ -32,11 +32,13 @@ class LeaseBusy(TransientError):
 class NotSent(TransientError):
     """The provider refused or never received the send; it is safe to send it again."""
 
-    def __init__(self, reason: str, *, retry_after_s: float | None = None) -> None:
+    def __init__(self, reason: str, *, retry_after_s: float | None = None, tries: int = 0) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after_s = retry_after_s
-        self.tries = 0  # refusals of this kind the op has had, this one included
+        # Refusals of this kind the op has had, this one included: 0 as an adapter raises
+        # it; the send stage raises a new NotSent with the count the op keeps.
+        self.tries = tries
 
 
 class MaybeSent(TransientError):

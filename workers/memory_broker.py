@@ -11,12 +11,13 @@ from __future__ import annotations
 from kombu.transport import TRANSPORT_ALIASES, memory
 from kombu.transport.virtual.base import BrokerState
 
-_SHARED = BrokerState()
+# kombu ships py.typed, but BrokerState.__init__ and Transport.__init__ carry no annotations.
+_SHARED = BrokerState()  # type: ignore[no-untyped-call]  # kombu: unannotated __init__
 
 
-class Transport(memory.Transport):  # type: ignore[misc]
+class Transport(memory.Transport):
     def __init__(self, client: object, **kwargs: object) -> None:
-        super().__init__(client, **kwargs)
+        super().__init__(client, **kwargs)  # type: ignore[no-untyped-call]  # kombu: unannotated
         self.state = _SHARED
 
 

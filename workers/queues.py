@@ -6,6 +6,8 @@ several modules is derived from `STAGES` here:
 
 - the Celery routes (`TASK_QUEUE`) and which queues a stage worker consumes (`STAGE_QUEUES`);
 - the beat schedule (`BEAT_STAGES`, each with the setting that gives its cadence);
+- the set of final journal states (`FINAL_STATES`: every state no stage owns, less the two
+  a give-up closes an entry with);
 - the sweeper's plan (`FIRST_STAGE` per kind of entry, `STATE_STAGE` for every state a
   stage's message is for) and the dead-letter tables (`STAGE_STATES`, `QUEUE_TASK`);
 - the deterministic task id of one stage of one event (`task_id`).
@@ -19,10 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from contracts._base import Wire
+from contracts.journal import CLOSED_STATES, JOURNAL_STATES, EntryKind, JournalState
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
-
-JournalState = str  # PENDING: contracts.journal
-EntryKind = str
 
 
 class Queue(StrEnum):
@@ -100,6 +100,11 @@ STAGE_STATES: dict[str, tuple[JournalState, ...]] = {
 STATE_STAGE: dict[str, Queue] = {
     state: s.queue for s in STAGES if s.starts is None for state in s.states
 }
+
+# Every state no stage's message is for, except a give-up's: once there, an entry has ended.
+FINAL_STATES: frozenset[str] = frozenset(
+    JOURNAL_STATES - {state for s in STAGES for state in s.states} - CLOSED_STATES
+)
 
 
 def task_id(tracking_id: str, stage: Queue) -> str:

@@ -19,10 +19,9 @@ import redis
 from contracts import WorkReport
 from tests.e2e.cluster import SEATWIRE, Cluster, start_cluster, stop_processes
 from workers.ingress.app import tracking_id_for
-from workers.queues import Queue, task_id
+from workers.queues import FINAL_STATES, Queue, task_id
 from workers.stores import keys
 from workers.stores.dlq import DeadLetters
-from workers.stores.journal import FINAL_STATES
 
 pytestmark = pytest.mark.e2e
 WORKER = ["seatwire", "worker", "--queues", "engagement,guardrails,send", "--concurrency", "1"]

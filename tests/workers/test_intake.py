@@ -14,7 +14,8 @@ from kombu import Connection
 
 from workers.broker import publish
 from workers.celery_app import create_app
-from workers.ingress.accept import Arrival, Enqueued, RedisIntake, celery_message, shares_broker
+from workers.ingress.intake import Arrival, Enqueued, RedisIntake, shares_broker
+from workers.ingress.wire import celery_message
 from workers.queues import Task
 from workers.settings import Settings
 from workers.stores import keys

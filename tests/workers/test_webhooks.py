@@ -31,7 +31,7 @@ from tests.pipeline.strategies import JSON
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
-from workers.ingress.webhooks import GITHUB_EVENTS
+from workers.ingress.github import GITHUB_EVENTS
 from workers.queues import Queue, Task, task_id
 from workers.settings import Settings
 from workers.stores import keys

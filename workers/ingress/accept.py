@@ -1,336 +1,165 @@
-"""How the ingress journals an event and enqueues its first task before it answers 2xx.
+"""Accept and answer an arrival: journal it and enqueue its first task within the budget, then
+answer. Every route that writes comes here: `/v1/seats/{seat}/work` (a work report),
+`/v1/events` and both provider routes (an inbound event; a provider's event that addresses
+nobody is journalled as skipped instead).
 
-Two ways, one contract (`Intake.accept`):
-
-- `RedisIntake`, when the Celery broker IS the stores' Redis (the default: only
-  SEATWIRE_REDIS_URL set). The journal entry and the Celery message are written by one Lua
-  script (workers/lua/journal_enqueue.lua): atomic, one round trip, awaited on the event loop.
-  Celery's `send_task` costs about 0.4 ms of CPU a message and a worker thread per request;
-  this is what lets one ingress process keep up with Slack. The message is Celery's protocol-2
-  message exactly as kombu's Redis transport stores it (`celery_message`);
-  tests/workers/test_intake.py pins it to what Celery itself writes.
-- `CeleryIntake`, for any other broker (another Redis, RabbitMQ, the embedded in-memory one):
-  journal, then Celery's publish, then mark the entry enqueued, in a worker thread.
-
-Either way a repeat of an event is a no-op, an entry journalled earlier but never enqueued is
-enqueued by the repeat, and a repeat with other content (`fingerprint`) is a conflict that
-changes nothing.
+The answer is 2xx only once the entry is journalled AND its task enqueued: `accepted`, or
+`duplicate` for a repeat (which enqueues nothing new, unless an earlier delivery was journalled
+but never enqueued), or 409 when the same id came back with other content. A stall past the
+budget or an unreachable store raises `Unavailable`, the app's 503.
 """
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import json
-import os
-import socket
-import uuid
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from typing import Any
 
-import redis.asyncio as aioredis
-from celery import Celery
 from fastapi.concurrency import run_in_threadpool
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError, ResponseError
+from fastapi.responses import JSONResponse, Response
 
-from workers.broker import INGRESS_PUBLISH_RETRY, publish
-from workers.queues import TASK_QUEUE, Task, task_id
-from workers.settings import Settings
-from workers.stores import keys
-from workers.stores.journal import Journal
-from workers.stores.scripts import source, text
+from contracts import Candidate, WorkReport
+from contracts.messages import InboundEnvelope, WorkEnvelope
+from pipeline.normalise import Skipped
+from workers.ingress.deps import IngressDeps
+from workers.ingress.http import compact_answer, within_budget
+from workers.ingress.intake import Arrival, Enqueued
+from workers.queues import Task
+from workers.stores.inbound import inbound_tracking_id
 
-Verb = Literal["new", "requeued", "duplicate", "conflict"]
-
-
-@dataclass(frozen=True)
-class Enqueued:
-    verb: Verb
-    state: str  # the journal entry's state (before this call, for a repeat)
-
-    @property
-    def new(self) -> bool:
-        return self.verb == "new"
+Render = Callable[[int, dict[str, Any]], Response]
 
 
-@dataclass(frozen=True)
-class Arrival:
-    """One event or report to journal and enqueue: its first task, its journal entry's
-    tracking id, kind and seat, the envelope (`payload`, JSON), and the fingerprint that
-    tells a changed repeat (409) from a plain one ('' when any repeat is plain)."""
-
-    task: Task
-    tracking_id: str
-    kind: str
-    seat_id: str
-    payload: str
-    fingerprint: str
-    now_ms: int
+def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:
+    """Deterministic: the same (seat, work, revision) is the same event, however often posted."""
+    digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
+    return f"wr-{digest[:24]}"
 
 
-class Intake(Protocol):
-    async def accept(self, arrival: Arrival) -> Enqueued: ...
-
-    async def aclose(self) -> None: ...
-
-
-# --------------------------------------------------------------------------- the wire message
-
-_EMBED = '{"callbacks": null, "errbacks": null, "chain": null, "chord": null}'
-_ORIGIN = f"gen{os.getpid()}@{socket.gethostname()}"
-_REPLY_TO = str(uuid.uuid4())
+async def journal_and_enqueue(deps: IngressDeps, arrival: Arrival, budget_s: float) -> Enqueued:
+    """The one write of every route: the intake's journal + enqueue, within the budget."""
+    return await within_budget(budget_s, deps.intake.accept(arrival))
 
 
-def celery_body(payload: str) -> str:
-    """Celery's protocol-2 body for one positional argument (a JSON object)."""
-    return f"[[{payload}], {{}}, {_EMBED}]"
-
-
-def _template(task: Task) -> str:
-    """The message of `task` as JSON, with @tid@, @argsrepr@ and @tag@ left to fill in (the
-    ids are tracking ids and uuids: nothing in them needs escaping)."""
-    queue = TASK_QUEUE[task].value
-    message: dict[str, Any] = {
-        "body": "@body@",
-        "content-encoding": "utf-8",
-        "content-type": "application/json",
-        "headers": {
-            "lang": "py",
-            "task": task.value,
-            "id": "@tid@",
-            "shadow": None,
-            "eta": None,
-            "expires": None,
-            "group": None,
-            "group_index": None,
-            "retries": 0,
-            "timelimit": [None, None],
-            "root_id": "@tid@",
-            "parent_id": None,
-            "argsrepr": "@argsrepr@",
-            "kwargsrepr": "{}",
-            "origin": _ORIGIN,
-            "ignore_result": None,
-            "replaced_task_nesting": 0,
-            "stamped_headers": None,
-            "stamps": {},
-        },
-        "properties": {
-            "correlation_id": "@tid@",
-            "reply_to": _REPLY_TO,
-            "argsrepr": "@argsrepr@",
-            "kwargsrepr": "{}",
-            "delivery_mode": 2,
-            "delivery_info": {"exchange": "", "routing_key": queue},
-            "priority": 0,
-            "delivery_tag": "@tag@",
-        },
-    }
-    return json.dumps(message)
-
-
-_TEMPLATES = {task: _template(task) for task in Task}
-
-
-def celery_message(task: Task, tracking_id: str, payload: str | None = None) -> str:
-    """The message `publish(app, task, tracking_id, json.loads(payload))` puts on the broker:
-    Celery task protocol 2, JSON, as kombu's Redis transport stores it — except that the body
-    is a plain JSON string (no `body_encoding`, which kombu reads as "not encoded") rather
-    than base64. Without `payload` the body is left as `"@body@"`, for the script to fill in
-    from the journal payload it is given anyway (the event then crosses the wire once)."""
-    message = (
-        _TEMPLATES[task]
-        .replace("@tid@", task_id(tracking_id, TASK_QUEUE[task]))
-        .replace("@argsrepr@", f"[{tracking_id}]")
-        .replace("@tag@", str(uuid.uuid4()))
+async def accept_work(deps: IngressDeps, seat_id: str, report: WorkReport) -> Response:
+    """202 once the report is journalled and its engagement task enqueued; 409 for a
+    revision reused with other content."""
+    tracking = tracking_id_for(seat_id, report.id, report.revision)
+    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+    accepted_at = deps.clock_ms()
+    payload = WorkEnvelope(
+        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at, report=report
+    ).model_dump_json(by_alias=True)
+    arrival = Arrival(
+        task=Task.ENGAGEMENT,
+        tracking_id=tracking,
+        kind="work",
+        seat_id=seat_id,
+        payload=payload,
+        fingerprint=fingerprint,
+        now_ms=accepted_at,
     )
-    if payload is not None:
-        message = message.replace('"@body@"', json.dumps(celery_body(payload)))
-    return message
-
-
-# --------------------------------------------------------------------------- the two intakes
-
-
-def shares_broker(settings: Settings) -> bool:
-    """True when the Celery broker is the stores' own Redis database (same URL)."""
-    url = settings.redis_url
-    if url is None or settings.broker_url not in (None, url):
-        return False
-    return urlsplit(url).scheme in ("redis", "rediss")
-
-
-class _GroupCommit:
-    """The scripts of concurrent requests, sent to Redis as one pipeline per round trip.
-
-    A request queues its script call and awaits its own reply. One flush at a time is in
-    flight; whatever arrives meanwhile goes in the next one, so under load a round trip
-    carries many events and costs each a fraction of a command's client overhead (redis-py's
-    per-command work is most of what an accept costs). Each script is atomic on its own and
-    idempotent for its event, so a batch that fails is failed back to every caller (a 503;
-    the sender retries) and a batch re-sent after NOSCRIPT changes nothing twice.
-    """
-
-    def __init__(self, client: aioredis.Redis, source: str) -> None:
-        self.client = client
-        self.source = source
-        self.sha: str | None = None
-        self.pending: list[tuple[list[Any], asyncio.Future[Any]]] = []
-        self.flushing: asyncio.Task[None] | None = None
-
-    async def call(self, args: list[Any]) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending.append((args, future))
-        if self.flushing is None:
-            self.flushing = asyncio.create_task(self._flush())
-        return await future
-
-    async def _flush(self) -> None:
-        try:
-            while self.pending:
-                batch, self.pending = self.pending, []
-                try:
-                    replies = await self._run(batch)
-                except Exception as exc:  # the connection failed: every caller learns it
-                    replies = [exc] * len(batch)
-                for (_, future), reply in zip(batch, replies, strict=True):
-                    if future.done():  # its request gave up (budget): the reply is unread
-                        continue
-                    if isinstance(reply, Exception):
-                        future.set_exception(reply)
-                    else:
-                        future.set_result(reply)
-        finally:
-            self.flushing = None
-
-    async def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send every command in one write on one connection and read each reply in order;
-        an error reply is returned in its place (the stream stays aligned). redis-py's
-        connection API without its Pipeline object, whose per-command bookkeeping was most of
-        an accept's client cost. A broken connection is dropped and the error raised."""
-        pool = self.client.connection_pool
-        conn = await pool.get_connection()
-        try:
-            await conn.send_packed_command(conn.pack_commands(commands))
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(await conn.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-            return replies
-        except BaseException:
-            await conn.disconnect()
-            raise
-        finally:
-            await pool.release(conn)
-
-    async def _run(self, batch: list[tuple[list[Any], asyncio.Future[Any]]]) -> list[Any]:
-        for _ in range(2):
-            if self.sha is None:
-                self.sha = str(await self.client.script_load(self.source))
-            replies = await self._pipelined([("EVALSHA", self.sha, *args) for args, _ in batch])
-            if not any(isinstance(r, NoScriptError) for r in replies):
-                return replies
-            self.sha = None  # Redis restarted without the script: load it, send again
-        return replies
-
-
-class RedisIntake:
-    """Journal + enqueue in one script on the broker's own Redis, from the event loop."""
-
-    def __init__(self, url: str, *, deadline_ms: int) -> None:
-        self.url = url
-        self.deadline_ms = deadline_ms
-        self._source = source("journal_enqueue")
-        self._clients: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
-
-    def _for_this_loop(self) -> _GroupCommit:
-        """A client per event loop (a connection belongs to the loop that opened it)."""
-        loop = asyncio.get_running_loop()
-        found = self._clients.get(loop)
-        if found is None:
-            client = aioredis.Redis.from_url(
-                self.url,
-                socket_timeout=2,
-                socket_connect_timeout=2,
-                health_check_interval=30,
-                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=2),
-            )
-            found = _GroupCommit(client, self._source)
-            self._clients[loop] = found
-        return found
-
-    async def accept(self, arrival: Arrival) -> Enqueued:
-        a = arrival
-        verb, state, _stored = await self._for_this_loop().call(
-            [
-                3,
-                keys.journal(a.tracking_id),
-                keys.JOURNAL_OPEN,
-                TASK_QUEUE[a.task].value,
-                a.tracking_id,
-                a.kind,
-                a.seat_id,
-                a.payload,
-                a.now_ms,
-                a.now_ms + self.deadline_ms,
-                a.fingerprint,
-                celery_message(a.task, a.tracking_id),
-                _EMBED,
-            ]
+    done = await journal_and_enqueue(deps, arrival, deps.settings.ingress_budget_s)
+    if done.verb == "conflict":
+        return JSONResponse(
+            {
+                "error": "revision_reused",
+                "message": f"work {report.id} revision {report.revision} was already reported "
+                "with different content; report the change with a higher revision",
+                "trackingId": tracking,
+            },
+            status_code=409,
         )
-        return Enqueued(verb=text(verb), state=text(state))  # type: ignore[arg-type]
-
-    async def aclose(self) -> None:
-        loop = asyncio.get_running_loop()
-        found = self._clients.pop(loop, None)
-        if found is not None:
-            if found.flushing is not None:
-                await asyncio.wait([found.flushing])
-            await found.client.aclose()
-
-
-class CeleryIntake:
-    """Journal, publish through Celery, mark enqueued: for a broker that is not the stores'."""
-
-    def __init__(self, journal: Journal, app: Celery) -> None:
-        self.journal = journal
-        self.app = app
-
-    def _accept(self, arrival: Arrival) -> Enqueued:
-        a = arrival
-        result = self.journal.accept(
-            a.tracking_id,
-            kind=a.kind,
-            seat_id=a.seat_id,
-            payload=a.payload,
-            now_ms=a.now_ms,
-            fingerprint=a.fingerprint,
-        )
-        if not result.new and a.fingerprint and result.fingerprint not in ("", a.fingerprint):
-            return Enqueued("conflict", result.state)
-        if not result.new and not (result.state == "accepted" and not result.enqueued):
-            return Enqueued("duplicate", result.state)
-        message = json.loads(a.payload)
-        if not result.new:
-            stored = self.journal.get(a.tracking_id)
-            message = stored["payload"] if stored else message
-        publish(self.app, a.task, a.tracking_id, message, retry_policy=INGRESS_PUBLISH_RETRY)
-        self.journal.mark_enqueued(a.tracking_id, a.now_ms)
-        return Enqueued("new" if result.new else "requeued", result.state)
-
-    async def accept(self, arrival: Arrival) -> Enqueued:
-        return await run_in_threadpool(self._accept, arrival)
-
-    async def aclose(self) -> None:
-        return None
+    return JSONResponse(
+        {
+            "trackingId": tracking,
+            "status": "accepted" if done.new else "duplicate",
+            "state": done.state,
+        },
+        status_code=202,
+    )
 
 
-def intake_for(settings: Settings, journal: Journal, app: Celery) -> Intake:
-    if shares_broker(settings):
-        assert settings.redis_url is not None
-        return RedisIntake(settings.redis_url, deadline_ms=settings.journal_deadline_ms)
-    return CeleryIntake(journal, app)
+async def accept_inbound(
+    deps: IngressDeps,
+    candidate: Candidate,
+    *,
+    budget_s: float,
+    fingerprint: str = "",
+    accepted: int = 200,
+    render: Render = compact_answer,
+) -> Response:
+    """Journal the event once and enqueue its directedness task: `accepted` (200 for a
+    provider, 202 for /v1/events) with the entry's status, or 409 for a delivery id reused
+    with other content (only when there is a `fingerprint`: '' makes every repeat plain)."""
+    tracking = inbound_tracking_id(candidate.delivery_id)
+    accepted_at = deps.clock_ms()
+    payload = InboundEnvelope(
+        tracking_id=tracking, accepted_at_ms=accepted_at, candidate=candidate
+    ).model_dump_json(by_alias=True)
+    arrival = Arrival(
+        task=Task.DIRECTEDNESS,
+        tracking_id=tracking,
+        kind="inbound",
+        seat_id="",
+        payload=payload,
+        fingerprint=fingerprint,
+        now_ms=accepted_at,
+    )
+    done = await journal_and_enqueue(deps, arrival, budget_s)
+    body: dict[str, Any]
+    if done.verb == "conflict":
+        body = {
+            "error": "delivery_reused",
+            "message": f"delivery {candidate.delivery_id!r} was already received with "
+            "different content; give a changed event a delivery id of its own",
+            "trackingId": tracking,
+        }
+        return render(409, body)
+    body = {
+        "ok": True,
+        "status": "accepted" if done.new else "duplicate",
+        "deliveryId": candidate.delivery_id,
+        "trackingId": tracking,
+        "state": done.state,
+    }
+    return render(accepted, body)
+
+
+def _skip(deps: IngressDeps, delivery_id: str, source: str, reason: Skipped) -> dict[str, Any]:
+    tracking = inbound_tracking_id(delivery_id)
+    new = deps.container.journal.skip(
+        tracking,
+        kind="inbound",
+        payload=json.dumps({"source": source, "deliveryId": delivery_id}),
+        reason=reason.reason,
+        detail=reason.detail,
+        now_ms=deps.clock_ms(),
+        retention_ms=deps.settings.inbound_retention_ms,
+    )
+    return {
+        "ok": True,
+        "status": "skipped" if new else "duplicate",
+        "reason": reason.reason,
+        "deliveryId": delivery_id,
+        "trackingId": tracking,
+    }
+
+
+async def skip_inbound(
+    deps: IngressDeps, delivery_id: str, source: str, reason: Skipped
+) -> Response:
+    """A provider's event that addresses nobody: journalled as skipped with its reason and
+    answered 200, so the provider does not retry it and the trace shows why."""
+    work = run_in_threadpool(_skip, deps, delivery_id, source, reason)
+    return compact_answer(200, await within_budget(deps.settings.webhook_budget_s, work))
+
+
+async def accept_outcome(
+    deps: IngressDeps, outcome: Candidate | Skipped, *, skip_as: str, source: str
+) -> Response:
+    """A provider route's last step: accept its event, or journal why it was skipped."""
+    if isinstance(outcome, Candidate):
+        return await accept_inbound(deps, outcome, budget_s=deps.settings.webhook_budget_s)
+    return await skip_inbound(deps, skip_as, source, outcome)

@@ -1,15 +1,23 @@
-"""What every ingress route shares: the problem answer, the capped body read, the 422 detail,
-the budgeted call into the stores, and what counts as "unavailable" (a 503, never a 2xx)."""
+"""What every ingress route shares: the problem answer, the two ways a route stops early
+(`Refusal`, a 4xx it decided; `Unavailable`, a 503), the capped body read, the 422 detail,
+the budgeted call into the stores, and the two encodings of an answer.
+
+    Exception
+    +-- Refusal       carries its own 4xx answer; the app's handler returns it as it is
+    +-- Unavailable   journal/enqueue failed or ran out of budget; the app's 503 handler
+    UNAVAILABLE       Redis, broker or socket errors: the same 503 handler (see app.py)
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import redis
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from kombu.exceptions import OperationalError
 from pydantic import ValidationError
 
@@ -26,6 +34,30 @@ def problem(status: int, error: str, message: str, **extra: Any) -> JSONResponse
     return JSONResponse(
         {"error": error, "message": message, **extra}, status_code=status, headers=headers
     )
+
+
+class Refusal(Exception):
+    """A route's step refused the request; `response` is the whole answer (a 4xx)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+class Unavailable(Exception):
+    """Journal and enqueue could not finish: answered 503 with Retry-After (the sender
+    retries; the journal makes that retry a no-op if this attempt landed after all)."""
+
+
+async def refused(_request: Request, exc: Exception) -> Response:
+    """The app's handler for `Refusal`: the answer the step already decided."""
+    assert isinstance(exc, Refusal)
+    return exc.response
+
+
+async def unavailable(_request: Request, exc: Exception) -> Response:
+    """The app's one 503: `Unavailable` and every error in UNAVAILABLE, never a 2xx."""
+    return problem(503, "unavailable", str(exc))
 
 
 class BodyTooLarge(Exception):
@@ -49,6 +81,14 @@ async def read_capped(request: Request, cap: int) -> bytes:
             raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The raw body, or a 413 Refusal."""
+    try:
+        return await read_capped(request, cap)
+    except BodyTooLarge:
+        raise Refusal(too_large(cap)) from None
 
 
 def too_large(cap: int) -> JSONResponse:
@@ -85,16 +125,25 @@ def invalid(error: str, exc: ValidationError) -> JSONResponse:
     )
 
 
-async def within_budget(budget_s: float, work: Awaitable[T]) -> T | JSONResponse:
-    """Await a store call; a 503 when it stalls past the budget (so the sender retries, and
-    the journal makes that retry a no-op if this call lands) or when Redis or the broker
-    cannot be reached."""
+async def within_budget(budget_s: float, work: Awaitable[T]) -> T:
+    """Await a store call; `Unavailable` when it stalls past the budget (so the sender
+    retries, and the journal makes that retry a no-op if this call lands) or when Redis or
+    the broker cannot be reached."""
     try:
         async with asyncio.timeout(budget_s):  # no extra task, unlike wait_for
             return await work
     except TimeoutError:
-        return problem(
-            503, "unavailable", f"journal and enqueue did not finish within {budget_s} s"
-        )
+        raise Unavailable(f"journal and enqueue did not finish within {budget_s} s") from None
     except UNAVAILABLE as exc:
-        return problem(503, "unavailable", f"cannot journal or enqueue right now: {exc}")
+        raise Unavailable(f"cannot journal or enqueue right now: {exc}") from exc
+
+
+def json_answer(status: int, body: dict[str, Any]) -> Response:
+    """The /v1 encoding (Starlette's JSONResponse: UTF-8, compact)."""
+    return JSONResponse(body, status_code=status)
+
+
+def compact_answer(status: int, body: dict[str, Any]) -> Response:
+    """The provider routes' encoding: compact ASCII JSON, encoded directly (their hot path)."""
+    encoded = json.dumps(body, separators=(",", ":")).encode()
+    return Response(encoded, status_code=status, media_type="application/json")

@@ -196,65 +196,76 @@ class Sweeper:
             return report
         pipe = self.r.pipeline(transaction=False)
         for o in overdue:
-            p, dlq_id = o.plan, task_id(o.tracking_id, o.plan.queue)
             self._claim(
-                keys=[
-                    keys.journal(o.tracking_id),
-                    keys.JOURNAL_OPEN,
-                    keys.deliveries(o.tracking_id),
-                    keys.JOURNAL_FAILED,
-                    keys.DLQ,
-                    keys.dead_letter(dlq_id),
-                ],
-                args=[
-                    o.tracking_id,
-                    o.deadline_ms,
-                    now_ms + self.deadline_ms,
-                    o.state,
-                    p.queue.value,
-                    self.max_deliveries,
-                    now_ms,
-                    dlq_id,
-                    QUEUE_TASK[p.queue].value,
-                    "" if p.message is None else json.dumps(p.message),
-                    COUNTER_TTL_MS,
-                    p.give_up,
-                    p.error[:2000],
-                    p.close_as,
-                    *finals(),
-                ],
-                client=pipe,
+                keys=self._claim_keys(o), args=self._claim_args(o, now_ms=now_ms), client=pipe
             )
         for o, reply in zip(overdue, pipe.execute(), strict=True):
-            verb, tid = text(reply[0]), o.tracking_id
-            tid_q = task_id(tid, o.plan.queue)
-            if verb == "requeue":
-                if self._publish(app, o.plan, tid):
-                    report.requeued.append(tid_q)
-                    log.warning(
-                        "re-enqueued %s: past its deadline in state %s (delivery %s)",
-                        tid_q,
-                        o.state,
-                        reply[1],
-                    )
-            elif verb == "dead":
-                report.dead.append(tid_q)
-                log.error(
-                    "dead-lettered %s (state %s, %s deliveries, %s)",
+            self._account(app, o, text(reply[0]), text(reply[1]) if len(reply) > 1 else "", report)
+        return report
+
+    @staticmethod
+    def _claim_keys(o: Overdue) -> list[str]:
+        return [
+            keys.journal(o.tracking_id),
+            keys.JOURNAL_OPEN,
+            keys.deliveries(o.tracking_id),
+            keys.JOURNAL_FAILED,
+            keys.DLQ,
+            keys.dead_letter(task_id(o.tracking_id, o.plan.queue)),
+        ]
+
+    def _claim_args(self, o: Overdue, *, now_ms: int) -> list[str | int]:
+        p = o.plan
+        return [
+            o.tracking_id,
+            o.deadline_ms,
+            now_ms + self.deadline_ms,
+            o.state,
+            p.queue.value,
+            self.max_deliveries,
+            now_ms,
+            task_id(o.tracking_id, p.queue),
+            QUEUE_TASK[p.queue].value,
+            "" if p.message is None else json.dumps(p.message),
+            COUNTER_TTL_MS,
+            p.give_up,
+            p.error[:2000],
+            p.close_as,
+            *finals(),
+        ]
+
+    def _account(
+        self, app: Celery, o: Overdue, verb: str, detail: str, report: SweepReport
+    ) -> None:
+        """Act on one claim's verb (publish a re-enqueue) and write it into the report."""
+        tid = o.tracking_id
+        tid_q = task_id(tid, o.plan.queue)
+        if verb == "requeue":
+            if self._publish(app, o.plan, tid):
+                report.requeued.append(tid_q)
+                log.warning(
+                    "re-enqueued %s: past its deadline in state %s (delivery %s)",
                     tid_q,
                     o.state,
-                    reply[1],
-                    o.plan.give_up or "stuck",
+                    detail,
                 )
-            elif verb == "vanished":
-                report.vanished.append(tid)
-                log.warning("journal entry %s is gone (expired); dropped from the open index", tid)
-            elif verb == "closed":
-                report.closed.append(tid)
-                log.info("%s is final (%s); dropped from the open index", tid, text(reply[1]))
-            else:
-                report.skipped += 1
-        return report
+        elif verb == "dead":
+            report.dead.append(tid_q)
+            log.error(
+                "dead-lettered %s (state %s, %s deliveries, %s)",
+                tid_q,
+                o.state,
+                detail,
+                o.plan.give_up or "stuck",
+            )
+        elif verb == "vanished":
+            report.vanished.append(tid)
+            log.warning("journal entry %s is gone (expired); dropped from the open index", tid)
+        elif verb == "closed":
+            report.closed.append(tid)
+            log.info("%s is final (%s); dropped from the open index", tid, detail)
+        else:
+            report.skipped += 1
 
     def _publish(self, app: Celery, p: Plan, tracking_id: str) -> bool:
         assert p.message is not None

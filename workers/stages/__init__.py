@@ -16,12 +16,17 @@ from celery import Celery
 
 from contracts import SendPolicy
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
+from contracts.send import SendMode
 from workers.clock import now_ms
 from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.queues import STAGES, Task
 from workers.stages import beat, directedness, engagement, guardrails, send
 from workers.stages.base import Deps, ready_pool_process
+from workers.stages.directedness import Directedness
+from workers.stages.engagement import Engagement
+from workers.stages.guardrails import Guardrails
+from workers.stages.send import Send
 from workers.stores.inbound import InboundStore, Recorded
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
@@ -57,18 +62,18 @@ class Stages:
     clock_ms: Callable[[], int] = now_ms
     lease_ms: int = 90_000
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
-    mode: str = "on"
+    mode: SendMode = "on"
     policy: SendPolicy = field(default_factory=SendPolicy)
 
     def directedness(self, env: InboundEnvelope) -> Recorded:
-        return directedness.Directedness(self.org, self.inbound, self.clock_ms)(env)
+        return Directedness(self.org, self.inbound, self.clock_ms)(env)
 
     def engagement(self, env: WorkEnvelope) -> DecisionEnvelope | None:
-        stage = engagement.Engagement(self.journal, self.ledger, self.org, self.clock_ms, self.mode)
+        stage = Engagement(self.journal, self.ledger, self.org, self.clock_ms, self.mode)
         return stage(env)
 
     def guardrails(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
-        return guardrails.Guardrails(self.ledger, self.clock_ms)(env)
+        return Guardrails(self.ledger, self.clock_ms)(env)
 
     def send(self, env: ReservedEnvelope) -> str:
         return self._send().send(env)
@@ -76,8 +81,8 @@ class Stages:
     def give_up(self, env: ReservedEnvelope, reason: str) -> str:
         return self._send().give_up(env, reason)
 
-    def _send(self) -> send.Send:
-        return send.Send(
+    def _send(self) -> Send:
+        return Send(
             ledger=self.ledger,
             org=self.org,
             outbound=self.outbound,

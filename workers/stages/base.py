@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import redis
 from celery import Celery
@@ -30,7 +30,13 @@ from workers.stores.journal import postpone
 
 log = logging.getLogger("seatwire.tasks")
 
-Deps = Callable[[], Container]
+
+class Deps(Protocol):
+    """What hands a task its process's container (workers/bootstrap.py `Provider`)."""
+
+    def __call__(self) -> Container: ...
+
+
 RETRYABLE = (TransientError, OperationalError, redis.ConnectionError, redis.TimeoutError)
 
 

@@ -12,6 +12,7 @@ from celery import Celery
 
 from contracts import EngagementDecision
 from contracts.messages import DecisionEnvelope, WorkEnvelope
+from contracts.send import SendMode
 from pipeline.engagement import apply_guardrail, decide_engagement
 from pipeline.guardrails import judge
 from workers.broker import publish
@@ -34,7 +35,7 @@ class Engagement:
     clock_ms: Callable[[], int] = now_ms
     # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
     # have sent without sending, `on` sends. Each is written down, never silent.
-    mode: str = "on"
+    mode: SendMode = "on"
 
     @classmethod
     def of(cls, c: Container) -> Engagement:

@@ -27,9 +27,8 @@ import redis
 from celery import Celery
 
 from workers.broker import publish
-from workers.queues import QUEUE_TASK, STAGE_STATES, TASK_QUEUE, Queue, Task, task_id
+from workers.queues import FINAL_STATES, QUEUE_TASK, STAGE_STATES, TASK_QUEUE, Queue, Task, task_id
 from workers.stores import keys
-from workers.stores.journal import FINAL_STATES
 from workers.stores.scripts import script, text
 
 COUNTER_TTL_MS = 7 * 86_400_000  # a delivery counter outlives any retry chain of its message

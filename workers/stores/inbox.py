@@ -35,10 +35,14 @@ class Inbox:
         """The unacknowledged items, oldest first, one page at a time."""
         meta = {text(k): int(v) for k, v in self.r.hgetall(keys.inbox_meta(seat_id)).items()}
         acked, last = meta.get("acked", 0), meta.get("last", 0)
-        entries = self.r.xrange(keys.inbox(seat_id), min=f"{acked + 1}-0", count=PAGE_ITEMS + 1)
+        entries = (
+            self.r.xrange(keys.inbox(seat_id), min=f"{acked + 1}-0", count=PAGE_ITEMS + 1) or []
+        )
         items: list[InboxItem] = []
         size = 0
         for _entry_id, fields in entries[:PAGE_ITEMS]:
+            if fields is None:  # only a deleted entry read through a group has no fields
+                continue
             raw = fields[b"item"] if b"item" in fields else fields["item"]
             if items and size + len(raw) > PAGE_BYTES:
                 break

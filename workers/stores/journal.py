@@ -18,20 +18,6 @@ from workers.errors import PermanentError
 from workers.stores import keys
 from workers.stores.scripts import script, text
 
-FINAL_STATES = frozenset(
-    {
-        "engaged",
-        "nobody",
-        "refused",
-        "send_failed",
-        "send_blocked",
-        "directed",
-        "ambient",
-        "skipped",
-        "shadowed",  # send mode shadow: decided and recorded as what would have been sent
-        "off",  # send mode off: nothing was decided
-    }
-)
 RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
 LEDGER_STREAM_CAP = 100_000  # rows kept per seat stream (approximate trimming)
 

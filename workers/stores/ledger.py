@@ -8,24 +8,17 @@ id, because redis-py may re-send a command whose reply was lost.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import redis
 
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits, Target
 from contracts.guardrails import DAY_MS, HOUR_MS
+from contracts.send import SendStart
 from pipeline.guardrails import Tally, judge, target_ids
 from workers.errors import PermanentError
 from workers.stores import keys
 from workers.stores.journal import LEDGER_STREAM_CAP, RETENTION_MS
 from workers.stores.scripts import script, text
-
-
-@dataclass(frozen=True)
-class SendStart:
-    verb: str  # go | reconcile | busy | expired | done | missing
-    info: str
-    attempt: int | None = None  # the op's own attempt: the ask is built from it
 
 
 class Ledger:
@@ -63,49 +56,13 @@ class Ledger:
         now_ms: int | None = None,
     ) -> GuardrailVerdict:
         """Check every limit and, if allowed, hold a place, in one atomic step."""
-        dedupe_key = decision.dedupe_key or ""
         ids = target_ids(decision.targets)
-        creates_room = decision.surface == "new_room"
-        lim = self.limits
-        fields = {
-            "seatId": seat_id,
-            "workId": decision.work_id,
-            "dedupeKey": dedupe_key,
-            "targets": json.dumps(ids),
-            "trackingId": tracking_id,
-        }
         reply = self._reserve(
-            keys=[
-                keys.op(op_id),
-                keys.PENDING,
-                keys.by_dedupe_key(dedupe_key),
-                keys.by_work(decision.work_id),
-                keys.by_seat(seat_id),
-                keys.rooms_of(seat_id),
-                keys.journal(tracking_id),
-                *(keys.by_target(t) for t in ids),
-            ],
-            args=[
-                op_id,
-                "" if now_ms is None else now_ms,
-                lim.reengage_after_ms,
-                lim.max_attempts_per_ask,
-                lim.per_target_per_day,
-                lim.per_work_per_day,
-                lim.per_seat_per_hour,
-                lim.rooms_per_day,
-                "1" if creates_room else "0",
-                self.reservation_ttl_ms,
-                keys.OP_PREFIX,
-                self.retention_ms,
-                len(ids),
-                *ids,
-                *(x for kv in fields.items() for x in kv),
-            ],
+            keys=self._reserve_keys(op_id, decision, seat_id, tracking_id, ids),
+            args=self._reserve_args(op_id, decision, seat_id, tracking_id, ids, now_ms),
         )
         allowed, code = int(reply[0]), text(reply[1])
         last = int(reply[4])
-        at_ms = int(reply[8])
         counted = Tally(
             same_key=int(reply[3]),
             last_same_at_ms=None if last < 0 else last,
@@ -116,11 +73,11 @@ class Ledger:
         )
         verdict = judge(
             counted,
-            now_ms=at_ms,
+            now_ms=int(reply[8]),
             work_id=decision.work_id,
             seat_id=seat_id,
-            creates_room=creates_room,
-            limits=lim,
+            creates_room=decision.surface == "new_room",
+            limits=self.limits,
         )
         # The script decided atomically; the pure judge must agree on the same tally.
         if verdict.allowed != bool(allowed) or (verdict.code or "") != code:
@@ -129,6 +86,56 @@ class Ledger:
                 f"judge={verdict.code or 'allowed'}"
             )
         return verdict
+
+    @staticmethod
+    def _reserve_keys(
+        op_id: str, decision: EngagementDecision, seat_id: str, tracking_id: str, ids: list[str]
+    ) -> list[str]:
+        return [
+            keys.op(op_id),
+            keys.PENDING,
+            keys.by_dedupe_key(decision.dedupe_key or ""),
+            keys.by_work(decision.work_id),
+            keys.by_seat(seat_id),
+            keys.rooms_of(seat_id),
+            keys.journal(tracking_id),
+            *(keys.by_target(t) for t in ids),
+        ]
+
+    def _reserve_args(
+        self,
+        op_id: str,
+        decision: EngagementDecision,
+        seat_id: str,
+        tracking_id: str,
+        ids: list[str],
+        now_ms: int | None,
+    ) -> list[str | int]:
+        lim = self.limits
+        fields = {
+            "seatId": seat_id,
+            "workId": decision.work_id,
+            "dedupeKey": decision.dedupe_key or "",
+            "targets": json.dumps(ids),
+            "trackingId": tracking_id,
+        }
+        return [
+            op_id,
+            "" if now_ms is None else now_ms,
+            lim.reengage_after_ms,
+            lim.max_attempts_per_ask,
+            lim.per_target_per_day,
+            lim.per_work_per_day,
+            lim.per_seat_per_hour,
+            lim.rooms_per_day,
+            "1" if decision.surface == "new_room" else "0",
+            self.reservation_ttl_ms,
+            keys.OP_PREFIX,
+            self.retention_ms,
+            len(ids),
+            *ids,
+            *(x for kv in fields.items() for x in kv),
+        ]
 
     def tally(self, *, decision: EngagementDecision, seat_id: str, now_ms: int) -> Tally:
         """The counts `reserve` would judge, read in one round trip without reserving.
@@ -187,7 +194,11 @@ class Ledger:
             args=["" if now_ms is None else now_ms, token, lease_ms, op_id],
         )
         stored = text(attempt)
-        return SendStart(text(verb), text(info), int(stored) if stored else None)
+        return SendStart(
+            verb=text(verb),  # a SendBeginVerb: pydantic refuses any other
+            info=text(info),
+            attempt=int(stored) if stored else None,
+        )
 
     def finish(
         self,
@@ -284,7 +295,7 @@ class Ledger:
                     seat_id=op.get("seatId", ""),
                     work_id=op.get("workId", ""),
                     dedupe_key=op.get("dedupeKey"),
-                    outcome=op["state"],  # type: ignore[arg-type]
+                    outcome=op["state"],
                     engaged=op["state"] == "engaged",
                     room_created=op.get("roomCreated") == "1",
                     targets=tuple(Target(member_id=t) for t in json.loads(op.get("targets", "[]"))),

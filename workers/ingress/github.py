@@ -1,0 +1,111 @@
+"""`POST /webhooks/github`, GitHub webhooks, as a list of steps: read -> verify -> headers ->
+parse -> (ping) -> normalise -> accept. A step that refuses raises `Refusal`, which the app's
+handler answers. See providers.py for the order of checks."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from contracts import Candidate
+from pipeline.normalise import Skipped
+from pipeline.normalise.github import normalise_github
+from pipeline.signatures import Refused, verify_github
+from workers.ingress.accept import accept_outcome
+from workers.ingress.deps import IngressDeps, deps_of
+from workers.ingress.http import Refusal, media_type, problem, read_body, unsupported_media
+from workers.ingress.providers import (
+    MAX_DELIVERY_ID,
+    json_object,
+    not_configured,
+    pong,
+    refuse_unreadable,
+    signature_refusal,
+)
+
+# The GitHub events Seatwire considers (X-GitHub-Event). Any other is refused with 422: the
+# hook is subscribed to more than Seatwire reads, which its owner should fix.
+GITHUB_EVENTS = frozenset(
+    {"issues", "pull_request", "issue_comment", "pull_request_review_comment"}
+)
+# What normalise_github skips that is a refusal (400), not an event journalled as skipped:
+# a known event with an action we do not consider (an issue opened, a label added) is skipped.
+REFUSED = frozenset({"missing_field", "invalid_candidate", "unsupported_envelope"})
+
+
+async def github_events(request: Request) -> Response:
+    """GitHub webhooks: X-Hub-Signature-256, deduped by X-GitHub-Delivery, ping."""
+    deps = deps_of(request)
+    raw = await read_body(request, deps.settings.max_body_bytes)
+    verify(request, raw, deps)
+    event, delivery = delivery_of(request)
+    body = parse(request, raw)
+    if event == "ping":
+        return pong()
+    outcome = normalise(event, body, delivery, deps)
+    return await accept_outcome(deps, outcome, skip_as=f"github:{delivery}", source="github")
+
+
+def verify(request: Request, raw: bytes, deps: IngressDeps) -> None:
+    secret = deps.settings.github_secret()
+    if secret is None:
+        raise not_configured("github_not_configured", "set GITHUB_WEBHOOK_SECRET to receive GitHub")
+    verdict = verify_github(request.headers, raw, secret=secret)
+    if isinstance(verdict, Refused):
+        raise signature_refusal(verdict)
+
+
+def delivery_of(request: Request) -> tuple[str, str]:
+    """X-GitHub-Event (lowercased) and X-GitHub-Delivery, or a 400 Refusal."""
+    event = (request.headers.get("x-github-event") or "").strip().lower()
+    delivery = (request.headers.get("x-github-delivery") or "").strip()
+    if not event:
+        raise Refusal(problem(400, "missing_header", "X-GitHub-Event is required"))
+    if not delivery or len(delivery) > MAX_DELIVERY_ID or not delivery.isprintable():
+        raise Refusal(problem(400, "missing_header", "X-GitHub-Delivery is required (a GUID)"))
+    return event, delivery
+
+
+def parse(request: Request, raw: bytes) -> dict[str, Any]:
+    """A JSON body, or a form whose one `payload` field is the JSON."""
+    ctype = media_type(request, default="")
+    if ctype == "application/json":
+        return json_object(raw)
+    if ctype != "application/x-www-form-urlencoded":
+        raise Refusal(unsupported_media(ctype))
+    try:
+        form = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=10)
+    except ValueError:  # more than max_num_fields fields
+        form = {}
+    payloads = form.get("payload", [])
+    if len(payloads) != 1:
+        raise Refusal(problem(400, "invalid_form", "a form body carries exactly one `payload`"))
+    return json_object(payloads[0].encode())
+
+
+def normalise(
+    event: str, body: dict[str, Any], delivery: str, deps: IngressDeps
+) -> Candidate | Skipped:
+    if event not in GITHUB_EVENTS:
+        raise Refusal(
+            problem(
+                422,
+                "unsupported_event",
+                f"{event[:64]}: Seatwire reads {sorted(GITHUB_EVENTS)}; "
+                "unsubscribe the hook from the rest",
+            )
+        )
+    view, _ = deps.container.org.current()
+    outcome = normalise_github(
+        event,
+        body,
+        delivery_id=delivery,
+        received_at_ms=deps.clock_ms(),
+        logins=view.github_logins,
+    )
+    if isinstance(outcome, Skipped):
+        refuse_unreadable(outcome, REFUSED)
+    return outcome

@@ -1,0 +1,206 @@
+"""The `/v1` API: work reports, the inbox, tracking, the ledger, traces and generic events.
+
+Every route needs the bearer token: one dependency on the router (`require_token`, which
+also gives the OpenAPI document its bearer scheme). Then, in order, before anything is
+written: 413 (size), 415 (content type), 404 (seat), 422 (the field that is wrong), 409 (a
+revision or delivery id reused for other content). A step that refuses raises `Refusal`; an
+unreachable store raises and is the app's 503 (see app.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import ValidationError
+
+from contracts import Candidate, Seat, Trace, WorkReport
+from workers.ingress.accept import accept_inbound, accept_work
+from workers.ingress.deps import Deps
+from workers.ingress.http import (
+    BodyTooLarge,
+    Refusal,
+    invalid,
+    json_answer,
+    media_type,
+    problem,
+    read_body,
+    read_capped,
+    unsupported_media,
+)
+from workers.stores.inbox import AckBeyondLast
+
+bearer = HTTPBearer(auto_error=False, description="The API token (SEATWIRE_API_TOKEN).")
+
+
+async def require_token(
+    deps: Deps, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> None:
+    """401 unless `Authorization: Bearer <the API token>`."""
+    token = None if credentials is None else credentials.credentials.encode()
+    if token is None or not hmac.compare_digest(token, deps.token):
+        raise Refusal(problem(401, "unauthorized", "a valid bearer token is required"))
+
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+
+
+@router.post("/seats/{seat}/work", status_code=202)
+async def post_work(seat: str, request: Request, deps: Deps) -> Response:
+    """Report a piece of a seat's work; 202 with a tracking id once it is journalled."""
+    raw = await read_json(request, deps.settings.max_body_bytes)
+    known = deps.seat(seat)
+    report = work_report(raw, known, seat)
+    return await accept_work(deps, known.member_id, report)
+
+
+@router.get("/seats/{seat}/updates")
+async def get_updates(seat: str, deps: Deps) -> Response:
+    """A seat's unacknowledged inbox items, oldest first (at most 50 items or 64 KB); the
+    same items come back until `POST .../updates/ack` acknowledges their position."""
+    known = deps.seat(seat)
+    page = await run_in_threadpool(deps.container.inbox.updates, known.member_id)
+    return JSONResponse(page.to_wire())
+
+
+@router.post("/seats/{seat}/updates/ack")
+async def ack_updates(seat: str, request: Request, deps: Deps) -> Response:
+    """Acknowledge every inbox item up to `position`; answers with the next page."""
+    known = deps.seat(seat)
+    position = await ack_position(request)
+    try:
+        page = await run_in_threadpool(deps.container.inbox.ack, known.member_id, position)
+    except AckBeyondLast as exc:
+        return problem(409, "ack_beyond_last", str(exc), last=exc.last)
+    return JSONResponse(page.to_wire())
+
+
+@router.get("/work/{tracking_id}")
+async def get_work(tracking_id: str, deps: Deps) -> Response:
+    """Where one reported piece of work stands: its state, decision and send."""
+    entry = await run_in_threadpool(deps.container.journal.get, tracking_id)
+    op = await run_in_threadpool(deps.container.ledger.op_state, tracking_id)
+    if entry is None:
+        return problem(404, "unknown_tracking_id", f"nothing was accepted as {tracking_id}")
+    send = {
+        k: op[k]
+        for k in ("state", "attempt", "idempotencyId", "messageId", "channelId")
+        if op.get(k)
+    }
+    return JSONResponse(
+        {
+            "trackingId": tracking_id,
+            "state": entry.get("state"),
+            "seatId": entry.get("seatId"),
+            "acceptedAtMs": int(entry.get("acceptedAtMs", 0)),
+            "decision": entry.get("decision"),
+            "send": send or None,
+            "failedStage": entry.get("failedStage"),
+            "error": entry.get("error"),
+        }
+    )
+
+
+@router.get("/ledger")
+async def get_ledger(
+    deps: Deps,
+    seat: str | None = None,
+    work_id: str | None = Query(default=None, alias="workId"),
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> Response:
+    """Ledger rows, newest first: every engagement, refusal and considered 'nobody'."""
+    seat_ids = None if seat is None else [deps.seat(seat).member_id]
+    rows = await run_in_threadpool(
+        lambda: deps.container.ledger.read(seat_ids=seat_ids, work_id=work_id, limit=limit)
+    )
+    return JSONResponse({"rows": [r.to_wire() for r in rows], "count": len(rows)})
+
+
+@router.get("/trace/{delivery_id:path}", response_model=Trace)
+async def get_trace(delivery_id: str, deps: Deps) -> Response:
+    """Everything decided about one inbound event: whether it was accepted, skipped or
+    resolved, and for every seat whether it was directed there and why (or why not)."""
+    trace = await run_in_threadpool(deps.container.inbound.trace, delivery_id)
+    if trace is None:
+        return problem(404, "unknown_delivery", f"no inbound event {delivery_id!r} was received")
+    return JSONResponse(trace.to_wire())
+
+
+@router.post("/events", status_code=202)
+async def post_event(request: Request, deps: Deps) -> Response:
+    """A normalised `Candidate` from any other source; 202 once it is journalled."""
+    raw = await read_json(request, deps.settings.max_body_bytes)
+    try:
+        candidate = Candidate.model_validate_json(raw)
+    except ValidationError as exc:
+        raise Refusal(invalid("invalid_candidate", exc)) from None
+    fingerprint = hashlib.sha256(candidate.model_dump_json(by_alias=True).encode()).hexdigest()
+    return await accept_inbound(
+        deps,
+        candidate,
+        budget_s=deps.settings.ingress_budget_s,
+        fingerprint=fingerprint,
+        accepted=202,
+        render=json_answer,
+    )
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+async def read_json(request: Request, cap: int) -> bytes:
+    """The raw body of a JSON write (413 over `cap`, 415 for another content type)."""
+    raw = await read_body(request, cap)
+    ctype = media_type(request)
+    if ctype not in ("application/json", ""):
+        raise Refusal(unsupported_media(ctype))
+    return raw
+
+
+def work_report(raw: bytes, seat: Seat, named: str) -> WorkReport:
+    """The report in the body, for the seat the path names (`named`); a 422 Refusal naming
+    the field that is wrong."""
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        detail = [{"field": "(body)", "message": str(exc), "type": "json_invalid"}]
+        raise Refusal(
+            problem(422, "invalid_json", f"the body is not JSON: {exc}", detail=detail)
+        ) from None
+    try:
+        report = WorkReport.model_validate(data)
+    except ValidationError as exc:
+        raise Refusal(invalid("invalid_work_report", exc)) from None
+    if report.seat_id is not None and seat.answers_to(report.seat_id) is False:
+        message = f"seatId: {report.seat_id!r} does not match the seat in the path ({named!r})"
+        detail = [{"field": "seatId", "message": "does not match the path", "type": "value_error"}]
+        raise Refusal(problem(422, "invalid_work_report", message, detail=detail))
+    return report
+
+
+async def ack_position(request: Request) -> int:
+    """The `position` of an ack body; a 422 Refusal unless it is a non-negative integer."""
+    position: Any
+    try:
+        body = json.loads(await read_capped(request, 4096))
+        position = body["position"] if isinstance(body, dict) else None
+    except (BodyTooLarge, json.JSONDecodeError, UnicodeDecodeError, KeyError):
+        position = None
+    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+        raise Refusal(
+            problem(
+                422,
+                "invalid_ack",
+                'send {"position": N} with the integer position from your last read',
+                detail=[
+                    {"field": "position", "message": "a non-negative integer", "type": "int_type"}
+                ],
+            )
+        )
+    return position
