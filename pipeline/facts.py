@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from contracts.inbound import Directedness
+from contracts.inbound import Candidate, Directedness
 from contracts.org import Channel, ChannelKind
+from pipeline.directedness import DIRECT_KINDS, Prepared, id_as_is, id_or_none, prepare
 
-JSON = Mapping[str, Any]
+JSON = Mapping[str, object]
+Event = Candidate | Mapping[str, object] | Prepared  # a candidate, its camelCase dict, or prepared
 
 PRIVATE_KINDS = frozenset({ChannelKind.PRIVATE, ChannelKind.DM, ChannelKind.GROUP_DM})
 
@@ -67,13 +68,28 @@ class Learned:
         return bool(self.spoke_in or self.named_in or self.joined or self.owns_item)
 
 
-def places_of(candidate: JSON) -> Places:
-    """The channel, thread and board item of a candidate (camelCase dict)."""
-    ids = candidate.get("ids") or {}
+def places_of(candidate: Event) -> Places:
+    """The channel, thread and board item of a candidate: the contract (read by attribute),
+    its camelCase dict, or the candidate `prepare`d."""
+    if isinstance(candidate, Candidate):
+        ids = candidate.ids
+        board = candidate.family == "board"
+        return Places(
+            ids.channel_id or None, ids.thread_root_id or None, ids.issue_id if board else None
+        )
+    if isinstance(candidate, Prepared):
+        board = candidate.family == "board"
+        return Places(
+            candidate.channel_id, candidate.thread_root_id, candidate.issue_id if board else None
+        )
+    # A dict is read directly: the stage calls this before `prepare`, once per event.
+    raw = candidate.get("ids")
+    wire_ids = raw if isinstance(raw, Mapping) else {}
+    board = candidate.get("family") == "board"
     return Places(
-        channel_id=ids.get("channelId") or None,
-        thread_root_id=ids.get("threadRootId") or None,
-        item_id=ids.get("issueId") if candidate.get("family") == "board" else None,
+        channel_id=id_or_none(wire_ids.get("channelId")),
+        thread_root_id=id_or_none(wire_ids.get("threadRootId")),
+        item_id=id_as_is(wire_ids.get("issueId")) if board else None,
     )
 
 
@@ -86,31 +102,40 @@ def can_read(channel: Channel | None, seat_id: str) -> bool | None:
     return seat_id in channel.member_ids or channel.kind not in PRIVATE_KINDS
 
 
-def reads_membership(candidate: JSON, channel: Channel | None) -> bool:
+def reads_membership(candidate: Event, channel: Channel | None) -> bool:
     """Whether learned channel membership can bear on this event. It decides one thing the
     rules read, that a direct conversation is the seat's own, and only for a conversation the
     org file does not list (`channel` is its entry, or None)."""
-    if channel is not None or candidate.get("family") != "messaging":
+    if channel is not None:
         return False
-    msg = candidate.get("msg") or {}
-    return msg.get("channelKind") in ("DM", "GROUP_DM")
+    if isinstance(candidate, Candidate):
+        msg = candidate.msg
+        kind = msg.channel_kind if msg is not None else None
+        return candidate.family == "messaging" and kind in DIRECT_KINDS
+    if isinstance(candidate, Prepared):
+        return candidate.family == "messaging" and candidate.kind in DIRECT_KINDS
+    wire_msg = candidate.get("msg")
+    wire_kind = wire_msg.get("channelKind") if isinstance(wire_msg, Mapping) else None
+    return candidate.get("family") == "messaging" and wire_kind in DIRECT_KINDS
 
 
 def facts_for(
-    candidate: JSON,
+    candidate: Event,
     seat_id: str,
     aliases: frozenset[str],
     known: Known,
     *,
     places: Places | None = None,
-) -> JSON:
+) -> dict[str, list[str]]:
     """The facts (camelCase, as `SeatFacts`) that bear on this event for one seat.
 
     `aliases` is the seat's normalised alias set (`directedness.aliases_of`); `places` is
-    `places_of(candidate)` when the caller already holds it (one event, every seat)."""
-    place = places if places is not None else places_of(candidate)
+    `places_of(candidate)` when the caller already holds it (one event, every seat), and
+    `candidate` may be `prepare`d once for every seat."""
+    p = prepare(candidate)
+    place = places if places is not None else places_of(p)
     channel_id = place.channel_id
-    facts: dict[str, Any] = {}
+    facts: dict[str, list[str]] = {}
     listed = known.channel
     if channel_id is not None and listed is not None:
         member = seat_id in listed.member_ids
@@ -118,10 +143,8 @@ def facts_for(
         facts["memberChannelIds"] = [channel_id] if member else []
     elif channel_id is not None:
         member = seat_id in known.channel_seats
-        msg = candidate.get("msg") or {}
-        if not member and msg.get("channelKind") in ("DM", "GROUP_DM"):
-            audience = {str(a).strip().casefold() for a in msg.get("audienceIds") or ()}
-            member = bool(audience & aliases)
+        if not member and p.kind in DIRECT_KINDS:
+            member = bool(p.audience & aliases)
         if member:
             facts["memberChannelIds"] = [channel_id]
     if place.thread_root_id is not None:
@@ -138,25 +161,24 @@ _NOTHING = Learned()
 _TEACHING = frozenset({"own_echo", "reply_to_me", "mention", "named", "dm", "assigned"})
 
 
-def learn(candidate: JSON, verdict: Directedness, *, channel_listed: bool) -> Learned:
+def learn(candidate: Event, verdict: Directedness, *, channel_listed: bool) -> Learned:
     """What this event and the seat's verdict on it add to the seat's facts."""
     if verdict.reason not in _TEACHING:
         return _NOTHING
-    family = candidate.get("family")
-    ids = candidate.get("ids") or {}
-    root = ids.get("threadRootId") or ids.get("messageId") or None
-    if family == "messaging":
+    p = prepare(candidate)
+    root = p.thread_root_id or p.message_id
+    if p.family == "messaging":
         if verdict.reason == "own_echo":
             # The seat's own message: its thread (or the thread its message may start).
             return Learned(spoke_in=root)
         if verdict.reason == "reply_to_me":
-            return Learned(spoke_in=ids.get("threadRootId") or None)
+            return Learned(spoke_in=p.thread_root_id)
         if verdict.directed and verdict.reason in ("mention", "named"):
             return Learned(named_in=root)
         if verdict.directed and verdict.reason == "dm" and not channel_listed:
             return Learned(joined=True)
         return _NOTHING
-    if family == "board" and verdict.directed and verdict.reason == "assigned":
+    if p.family == "board" and verdict.directed and verdict.reason == "assigned":
         return Learned(owns_item=True)
     return _NOTHING
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from contracts.inbound import Directedness
+from contracts.inbound import Candidate, Directedness
 from pipeline.directedness import (
+    DIRECT_KINDS,
     NOT_VISIBLE,
     Prepared,
     ambient,
@@ -31,7 +31,7 @@ from pipeline.directedness import (
 )
 from pipeline.facts import Known, Learned, Places, can_read, facts_for, learn
 
-JSON = Mapping[str, Any]
+JSON = Mapping[str, object]
 
 _NOTHING = Learned()
 
@@ -72,7 +72,8 @@ class Roster:
         for i, seat in enumerate(ordered):
             for alias in seat.aliases:
                 by_alias.setdefault(alias, []).append(i)
-            names += [str(n) for n in seat.wire.get("names") or ()]
+            listed = seat.wire.get("names") or ()
+            names += [str(n) for n in listed] if isinstance(listed, Iterable) else []
         return cls(
             seats=ordered,
             by_alias={alias: tuple(ix) for alias, ix in by_alias.items()},
@@ -84,12 +85,14 @@ class Roster:
         )
 
 
-def resolve_all(candidate: JSON, roster: Roster, known: Known, places: Places) -> list[Resolved]:
-    """Every seat's verdict on one event, in roster order (camelCase candidate), and what the
-    event taught each of them."""
+def resolve_all(
+    candidate: Candidate | JSON | Prepared, roster: Roster, known: Known, places: Places
+) -> list[Resolved]:
+    """Every seat's verdict on one event, in roster order, and what the event taught each of
+    them. `candidate` is the contract (read by attribute, never dumped) or its camelCase dict."""
     p = prepare(candidate)
     seats = roster.seats
-    if candidate.get("family") != "messaging" or p.kind in ("DM", "GROUP_DM"):
+    if p.family != "messaging" or p.kind in DIRECT_KINDS:
         # A direct conversation can be any seat's own through its membership or the
         # delivery's audience; other families have their own tables. Every seat's rules run.
         return [_resolve(p, seat, known, places) for seat in seats]
@@ -124,8 +127,8 @@ def _concerned(p: Prepared, roster: Roster, known: Known, places: Places) -> set
 
 
 def _resolve(p: Prepared, seat: RosterSeat, known: Known, places: Places) -> Resolved:
-    facts = facts_for(p.c, seat.member_id, seat.aliases, known, places=places)
+    facts = facts_for(p, seat.member_id, seat.aliases, known, places=places)
     verdict = resolve_directed(p, seat.wire, facts, aliases=seat.aliases)
     return Resolved(
-        seat.member_id, verdict, learn(p.c, verdict, channel_listed=known.channel is not None)
+        seat.member_id, verdict, learn(p, verdict, channel_listed=known.channel is not None)
     )

@@ -32,11 +32,12 @@ class Directedness:
 
     def __call__(self, env: InboundEnvelope) -> Recorded:
         view, _degraded = self.org.current()
-        wire = env.candidate.to_wire()
-        places = places_of(wire)
+        candidate = env.candidate
+        places = places_of(candidate)
         channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
-        known = self.inbound.known(places, channel, membership=reads_membership(wire, channel))
-        resolved = resolve_all(wire, view.roster, known, places)
+        membership = reads_membership(candidate, channel)
+        known = self.inbound.known(places, channel, membership=membership)
+        resolved = resolve_all(candidate, view.roster, known, places)
         return self.inbound.record(
             env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
         )

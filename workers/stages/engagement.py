@@ -1,5 +1,6 @@
-"""The engagement stage: decide whether a work report needs a named person, judge that ask
-against the ledger's tally, and record the decision (or the considered 'nobody')."""
+"""The engagement stage: plan whether a work report needs a named person (who, where, in what
+words), judge that ask once against the ledger's tally, and record the decision (or the
+considered 'nobody'). The guardrail stage then reserves its place atomically."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any
 import redis
 from celery import Celery
 
-from contracts import EngagementDecision
+from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import DecisionEnvelope, WorkEnvelope
 from contracts.send import SendMode
-from pipeline.engagement import apply_guardrail, decide_engagement
+from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
 from pipeline.guardrails import judge
 from workers.broker import publish
 from workers.clock import now_ms
@@ -49,36 +50,16 @@ class Engagement:
         if self.mode == "off":
             self._off(env, seat.member_id)
             return None
-        ctx = {
-            "me": seat.member_id,
-            "directory": view.directory,
-            "channels": view.rooms,
-            "supervisorId": seat.supervisor_id,
-            "nowMs": self.clock_ms(),
-            "degraded": degraded,
-            "limits": self.ledger.limits,
-        }
-        decision = decide_engagement(env.report, ctx)
-        if decision.engage:
-            # Judge every seat's counts that bear on this ask, as the seed does with its rows.
-            # The guardrail stage re-checks atomically; this makes the record say why.
-            try:
-                counted = self.ledger.tally(
-                    decision=decision, seat_id=seat.member_id, now_ms=decision.now_ms
-                )
-            except redis.RedisError as exc:
-                failed = f"ledger_read_failed:{type(exc).__name__}"
-                decision = decision.model_copy(update={"degraded": (*decision.degraded, failed)})
-            else:
-                verdict = judge(
-                    counted,
-                    now_ms=decision.now_ms,
-                    work_id=decision.work_id,
-                    seat_id=seat.member_id,
-                    creates_room=decision.surface == "new_room",
-                    limits=self.ledger.limits,
-                )
-                decision = apply_guardrail(decision, verdict)
+        ctx = EngagementContext(
+            me=seat.member_id,
+            directory=view.directory,
+            channels=view.rooms,
+            supervisor_id=seat.supervisor_id,
+            now_ms=self.clock_ms(),
+            degraded=tuple(degraded),
+            limits=self.ledger.limits,
+        )
+        decision = self._judged(plan_engagement(env.report, ctx), seat.member_id)
         row = (
             None
             if decision.engage
@@ -96,6 +77,30 @@ class Engagement:
         return DecisionEnvelope(
             tracking_id=env.tracking_id, seat_id=seat.member_id, decision=stored
         )
+
+    def _judged(self, plan: EngagementDecision, seat_id: str) -> EngagementDecision:
+        """An engaging plan judged once, against every seat's counts that bear on this ask
+        (the ledger's tally); the guardrail stage then reserves atomically. A plan that
+        engages nobody is final as it is."""
+        if not plan.engage:
+            return plan
+        try:
+            counted = self.ledger.tally(decision=plan, seat_id=seat_id, now_ms=plan.now_ms)
+        except redis.RedisError as exc:
+            # Unread, not passed: the decision says so, and the atomic reservation at the
+            # guardrail stage still holds every limit.
+            failed = f"ledger_read_failed:{type(exc).__name__}"
+            unjudged = conclude_engagement(plan, GuardrailVerdict(allowed=True, attempt=1))
+            return unjudged.model_copy(update={"degraded": (*plan.degraded, failed)})
+        verdict = judge(
+            counted,
+            now_ms=plan.now_ms,
+            work_id=plan.work_id,
+            seat_id=seat_id,
+            creates_room=plan.surface == "new_room",
+            limits=self.ledger.limits,
+        )
+        return conclude_engagement(plan, verdict)
 
     def _off(self, env: WorkEnvelope, seat_id: str) -> None:
         """Send mode `off`: the report is received and written down as not decided."""
