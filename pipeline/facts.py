@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from contracts.inbound import Candidate, Directedness
 from contracts.org import Channel, ChannelKind
-from pipeline.directedness import DIRECT_KINDS, Prepared, id_as_is, id_or_none, prepare
+from pipeline.prepared import DIRECT_KINDS, Prepared, id_as_is, id_or_none, prepare
 
 JSON = Mapping[str, object]
 Event = Candidate | Mapping[str, object] | Prepared  # a candidate, its camelCase dict, or prepared

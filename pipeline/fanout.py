@@ -20,16 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contracts.inbound import Candidate, Directedness
-from pipeline.directedness import (
-    DIRECT_KINDS,
-    NOT_VISIBLE,
-    Prepared,
-    ambient,
-    names_pattern,
-    prepare,
-    resolve_directed,
-)
+from pipeline.directedness import NOT_VISIBLE, ambient, names_pattern, resolve_directed
 from pipeline.facts import Known, Learned, Places, can_read, facts_for, learn
+from pipeline.prepared import DIRECT_KINDS, Prepared, prepare
 
 JSON = Mapping[str, object]
 

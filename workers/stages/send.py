@@ -116,9 +116,13 @@ class Send:
         if step.kind == "busy":
             raise LeaseBusy(step.lease_until_ms or 0)
         if step.kind == "missing":
-            raise PermanentError(f"no reservation for {env.tracking_id}: {step.reason}")
+            raise PermanentError(
+                f"no reservation for {env.tracking_id}: the guardrail stage never ran"
+            )
         if step.kind == "expiring":
-            raise TransientError(f"reservation for {env.tracking_id}: {step.reason}")
+            raise TransientError(
+                f"reservation for {env.tracking_id} keeps expiring before the send"
+            )
         return self._deliver(env, step, held.token)
 
     def give_up(self, env: ReservedEnvelope, reason: str) -> str:
