@@ -2,9 +2,9 @@
 
     uv run python -m bench.decision [--members 1000] [--channels 50] [--decisions 20000]
 
-The context is built exactly as the engagement stage builds it (workers/handlers.py): the org's
-`Member`/`Channel` contracts, the seat's supervisor, `Limits`, and the work as a validated
-`WorkReport`. Two runs, reported separately:
+The context holds what the engagement stage (workers/stages/engagement.py) puts in its
+`EngagementContext`: the org's `Member`/`Channel` contracts, the seat's supervisor, `Limits`,
+and the work as a validated `WorkReport`. Two runs, reported separately:
 
   prepared  `Directory.of(members)` built once (what the workers do: `OrgView.directory`)
   plain     the plain member list, so every call indexes the whole directory again
@@ -247,8 +247,9 @@ class Mix:
         return self._case("memo_miss", self._blocked("mm", None, scope, kind="approval"))
 
     def guardrail_refused(self) -> Case:
-        # The second decision the stage makes when the ledger has rows: this ask went out 1 h
-        # ago (already_engaged), among unrelated rows of the same seat and targets.
+        # A second decision on work already asked about, judged against the ledger rows in the
+        # context: this ask went out 1 h ago (already_engaged), among unrelated rows of the
+        # same seat and targets.
         me, owner = self._seat(), self._person()
         w = self._blocked("gr", owner, self.rng.choice(OWNED))
         key = dedupe_key_for(w["id"], "blocked:decision", [owner])
@@ -310,7 +311,7 @@ def _rooms_of(so: SyntheticOrg) -> Rooms:
 
 
 def _ctx(so: SyntheticOrg, directory: Any, case: Case, limits: Limits) -> dict[str, Any]:
-    """What `Stages.engagement` passes (the seat's supervisor comes from its org entry).
+    """What the engagement stage passes (the seat's supervisor comes from its org entry).
 
     Prepared run: the directory and the rooms indexed once, as `OrgView` holds them. Plain run:
     the member and channel lists as they come, indexed again on every call.

@@ -20,11 +20,12 @@ database, with the same method: a PRE-FILLED QUEUE DRAIN by warm workers.
              the stage tasks' (bench/noop_app.py). Its messages are the Seatwire side's
              InboundEnvelopes, published with the ingress's retry policy.
   seatwire   `seatwire worker --queues directedness --concurrency 2` with SEATWIRE_ORG_FILE at
-             a generated org (below). Items are put there as the ingress's `accept` does
-             (workers/webhooks.py): Slack `message` envelopes normalised by `normalise_slack`,
-             `Journal.accept(kind="inbound")` of the InboundEnvelope, publish of the
-             directedness task, `mark_enqueued`. Done when `sw:j:open` is empty; then every
-             entry must be `directed` or `ambient`.
+             a generated org (below). Items are put there as the ingress's `accept_inbound`
+             does through its Celery intake (workers/ingress/accept.py, intake.py): Slack
+             `message` envelopes normalised by `normalise_slack`, `Journal.accept(kind=
+             "inbound")` of the InboundEnvelope, publish of the directedness task,
+             `mark_enqueued`. Done when `sw:j:open` is empty; then every entry must be
+             `directed` or `ambient`.
 
 The org: `bench.synthetic_org.build_org` (1,000 members, 15 team channels with 4 seats each, 35
 project rooms with 2) with exactly 20 seats, each with a Slack-style user id, its slug and an
@@ -265,7 +266,7 @@ class Events:
 
 
 def inbound_message(candidate: Any, accepted_at: int) -> tuple[str, dict[str, Any]]:
-    """The tracking id and the directedness task's message, as the ingress's `accept` makes."""
+    """The tracking id and the directedness task's message, as `accept_inbound` makes them."""
     from contracts.messages import InboundEnvelope
     from workers.stores.inbound import inbound_tracking_id
 
@@ -395,7 +396,7 @@ class Bench:
         candidates = self.events.candidates(w + n)
 
         def accept(candidate: Any) -> str:
-            # workers/webhooks.py `accept`, minus the HTTP around it.
+            # `accept_inbound` through `CeleryIntake` (workers/ingress/), minus the HTTP.
             accepted_at = now_ms()
             tracking, message = inbound_message(candidate, accepted_at)
             result = journal.accept(

@@ -3,7 +3,7 @@
 The app is Seatwire's own, built by `workers.celery_app.create_app(settings, register=False)`,
 so every reliability setting (late ack, prefetch 1, reject on worker lost, visibility
 timeout, JSON, max tasks per child, ...) is the same; the tasks use the same task options and
-base class as the stage tasks and publish the next hop the way `workers.celery_app.publish`
+base class as the stage tasks and publish the next hop the way `workers.broker.publish`
 does (deterministic task id `{trackingId}:{queue}`, the workers' publish retry policy). The
 last hop marks completion with one INCR. Each hop has its own queue.
 
@@ -24,8 +24,9 @@ from celery import Celery
 from workers.bootstrap import redis_client
 from workers.broker import WORKER_PUBLISH_RETRY
 from workers.celery_app import create_app
+from workers.queues import Queue
 from workers.settings import Settings
-from workers.stages.base import STAGE_TASK_OPTIONS
+from workers.stages.base import STAGE_TASK_OPTIONS, StageTask
 
 QUEUES = ("bench.noop1", "bench.noop2", "bench.noop3")
 TASKS = QUEUES  # one task per queue, named like its queue
@@ -38,7 +39,7 @@ _client: tuple[int, redis.Redis] | None = None
 
 
 def _redis() -> redis.Redis:
-    """One client per process, made after the fork (as `workers.bootstrap.current` does)."""
+    """One client per process, made after the fork (as `workers.bootstrap.Provider` does)."""
     global _client
     if _client is None or _client[0] != os.getpid():
         assert settings.redis_url, "set SEATWIRE_REDIS_URL"
@@ -53,7 +54,7 @@ def publish(
     retry_policy: dict[str, Any] | None = None,
     via: Celery | None = None,
 ) -> None:
-    """Send hop `hop` (0, 1 or 2) of the chain for `message`, like `workers.celery_app.publish`.
+    """Send hop `hop` (0, 1 or 2) of the chain for `message`, like `workers.broker.publish`.
 
     `via` is another app to publish with (the benchmark makes a fresh one per run).
     """
@@ -68,7 +69,19 @@ def publish(
     )
 
 
-_options = STAGE_TASK_OPTIONS  # the stage tasks' own options, so the baseline cannot drift
+class BaselineTask(StageTask):
+    """The stage tasks' own base class (the redelivery check, the crash point), under the
+    bench queue's name: these tasks are no row of the stage table."""
+
+    abstract = True
+
+    @property
+    def stage(self) -> Queue:
+        return Queue.BENCH
+
+
+# The stage tasks' own options and base, so the baseline cannot drift.
+_options = {**STAGE_TASK_OPTIONS, "base": BaselineTask}
 
 # celery ships no type hints, so its task decorator is untyped (the ignores below).
 

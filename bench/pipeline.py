@@ -13,11 +13,11 @@ Workers are started fresh for every run (in their own process group, always kill
 warmed up with a few items, and then timed from the first enqueue of N items until the last
 one is done: for the baseline, a counter INCRed by noop3 reaches N; for Seatwire, every journal
 entry has left `sw:j:open` and the outbox has N lines. Seatwire's items are enqueued the way
-the ingress does it (`journal_and_enqueue` in workers/ingress.py, without HTTP): journal
-accept, publish of the engagement task, mark enqueued. Each report is a distinct piece of work
-blocked on a decision with a named owner, so it engages one person by DM; the owners rotate
-over the org's members and the limits are set very high: this measures throughput, not
-refusals.
+the ingress's Celery intake does it (`CeleryIntake` in workers/ingress/intake.py, without
+HTTP): journal accept, publish of the engagement task, mark enqueued. Each report is a
+distinct piece of work blocked on a decision with a named owner, so it engages one person by
+DM; the owners rotate over the org's members and the limits are set very high: this measures
+throughput, not refusals.
 
 The figure is reports/s for Seatwire over chains/s for the baseline, per round and as medians.
 """
@@ -399,7 +399,7 @@ class Bench:
         items = make_items(self.args.n, tag, self.args.org_file)
 
         def journal_and_enqueue(item: Item) -> str:
-            # workers/ingress.py `journal_and_enqueue`, minus the HTTP around it.
+            # The ingress's `CeleryIntake` (workers/ingress/intake.py), minus the HTTP.
             accepted_at = now_ms()
             tracking, fingerprint, message = envelope(item, accepted_at)
             result = journal.accept(

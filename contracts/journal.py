@@ -36,8 +36,9 @@ EntryKind = Literal["work", "inbound"]
 ENTRY_KINDS: tuple[EntryKind, ...] = get_args(EntryKind)
 
 # Not final: the sweeper re-enqueues an entry in one of these to the stage that is next.
-# `unknown` is listed by the send stage's table (a send in doubt), though no script writes it
-# onto an entry today: send_abandon marks only the op, so the entry stays `sending`.
+# `unknown` is listed for the send stage in the stage table (workers/queues.py: a send in
+# doubt), though no script writes it onto an entry: send_abandon marks only the op, so the
+# entry stays `sending`.
 WorkOpenState = Literal["accepted", "decided", "reserved", "sending", "unknown"]
 WORK_OPEN_STATES: frozenset[WorkOpenState] = frozenset(get_args(WorkOpenState))
 

@@ -20,7 +20,7 @@ from contracts.send_gate import SendRule
 
 # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
 # have sent without sending, `on` sends. `off` is the engagement stage's to apply: an ask
-# already reserved when the mode went off is still delivered (as the send stage does today).
+# already reserved when the mode went off is still delivered (the send stage posts it as `on`).
 SendMode = Literal["off", "shadow", "on"]
 SEND_MODES: tuple[SendMode, ...] = get_args(SendMode)
 
@@ -189,7 +189,7 @@ _RELEASE_COUNTER: dict[FailureKind, ReleaseCounter] = {
 
 
 class RetryPolicy(Wire):
-    """The budgets of a send's tries and the longest countdown (workers/tasks.py today).
+    """The budgets of a send's tries and the longest countdown the send task may wait.
 
     `rate_limited_tries` and `not_sent_tries` are counted on the op (send_release), so every
     kind of retry does not share the broker's count; `max_retries` is the broker's, which

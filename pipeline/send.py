@@ -14,9 +14,9 @@ one function per decision point, each named for what it has just learnt:
     a try failed -> plan_retry         countdown | park | give_up | dead_letter
     give_up -> begin_send -> give_up_step   fail | abandon | leave
 
-The order inside a try is today's `Stages._deliver`, exactly: a try in doubt is looked up
-first whatever the mode (it may have been sent under `on`), then the gate, then shadow mode,
-then the wire.
+The send stage (workers/stages/send.py) applies these decisions. The order inside a try: a
+try in doubt is looked up first whatever the mode (it may have been sent under `on`), then
+the gate, then shadow mode, then the wire.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def after_lookup(
     `reconciled`: this try looked the ask up (it began as `reconcile`); `found`: the look-up
     found it. `gate` is the send gate's verdict, needed unless the ask was found. Mode `off`
     posts like `on`: switching sends off is the engagement stage's to apply, and an ask
-    reserved before it stops is still delivered, as today.
+    reserved before it stops is still delivered.
     """
     if found and not reconciled:
         raise ValueError("only a look-up finds an ask")

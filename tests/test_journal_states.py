@@ -49,7 +49,7 @@ from contracts.journal import (
 from contracts.send_gate import SendOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
-# The folder moves (workers/lua -> workers/stores/lua); any depth under workers/ is found.
+# The scripts live in workers/stores/lua; any depth under workers/ is found.
 LUA_FILES = sorted(ROOT.glob("workers/**/*.lua"))
 PY_FILES = sorted(ROOT.glob("workers/**/*.py"))
 

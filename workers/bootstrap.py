@@ -49,7 +49,8 @@ def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Out
     if settings.outbound == "file":
         return FileOutbox(settings.outbox_path, fsync=settings.outbox_fsync)
     if settings.outbound == "slack":
-        from workers.outbound.slack import ChannelCooldowns, SlackOutbound
+        from workers.outbound.slack import SlackOutbound
+        from workers.stores.cooldowns import ChannelCooldowns
 
         def directory() -> dict[str, tuple[tuple[str, ...], str]]:
             view, _degraded = org.current()

@@ -15,7 +15,7 @@ import uvicorn
 from rich.console import Console
 
 from workers.errors import ConfigError
-from workers.queues import Queue
+from workers.queues import STAGE_QUEUES, Queue
 from workers.settings import Settings
 
 if TYPE_CHECKING:
@@ -84,9 +84,10 @@ def demo() -> None:
 
 
 def _queue_names(queues: str) -> list[str]:
-    """The queues a worker was asked for, each one of the table's; exit 2 otherwise."""
+    """The queues a worker was asked for, each a stage queue of the table; exit 2 otherwise
+    (beat's queue is `seatwire beat`'s own)."""
     names = [q.strip() for q in queues.split(",") if q.strip()]
-    known = {q.value for q in Queue}
+    known = {q.value for q in STAGE_QUEUES}
     unknown = [q for q in names if q not in known]
     if unknown or not names:
         console.print(f"[red]unknown queue(s) {unknown}[/red]; choose from {sorted(known)}")
@@ -117,9 +118,7 @@ def _check_worker(settings: Settings, *, sends: bool) -> None:
 
 @cli.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="comma-separated queues")] = (
-        "directedness,engagement,guardrails,send"
-    ),
+    queues: Annotated[str, typer.Option(help="comma-separated queues")] = ",".join(STAGE_QUEUES),
     concurrency: Annotated[int, typer.Option(help="processes (or threads)")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "prefork",
     loglevel: Annotated[str, typer.Option()] = "INFO",
@@ -346,10 +345,11 @@ def dlq_replay(dlq_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Re-publish a dead letter's message (same task id) and reopen its journal entry."""
     from workers.bootstrap import now_ms
     from workers.celery_app import create_app
+    from workers.recovery.replay import replay
 
     settings, letters = _dead_letters()
     app = create_app(settings, register=False)
-    done = letters.replay(dlq_id, app, deadline_ms=settings.journal_deadline_ms, now_ms=now_ms())
+    done = replay(letters, dlq_id, app, deadline_ms=settings.journal_deadline_ms, now_ms=now_ms())
     if done.verb in ("unknown", "missing", "nomessage"):
         console.print(f"[red]cannot replay:[/red] {done.detail}")
         raise typer.Exit(2)

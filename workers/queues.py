@@ -30,7 +30,7 @@ class Queue(StrEnum):
     ENGAGEMENT = "engagement"
     GUARDRAILS = "guardrails"
     SEND = "send"
-    BENCH = "bench"  # bench/noop_app.py's baseline task, never a stage
+    BENCH = "bench"  # the name bench/noop_app.py's baseline tasks run under; never a stage
     BEAT = "beat"  # what beat schedules, consumed by `seatwire beat` itself
 
 
@@ -84,7 +84,6 @@ STAGES: tuple[Stage, ...] = (
     Stage(Queue.BEAT, Task.SWEEP, cadence="sweep_interval_s"),
 )
 
-BY_QUEUE: dict[Queue, Stage] = {s.queue: s for s in STAGES if not s.beat}
 BY_TASK: dict[Task, Stage] = {s.task: s for s in STAGES}
 # The queues `seatwire worker` consumes by default: every pipeline stage, never beat's own.
 STAGE_QUEUES: tuple[Queue, ...] = tuple(s.queue for s in STAGES if not s.beat)
@@ -92,6 +91,7 @@ BEAT_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES if s.beat)
 TASK_QUEUE: dict[Task, Queue] = {s.task: s.queue for s in STAGES}
 QUEUE_TASK: dict[Queue, Task] = {s.queue: s.task for s in STAGES if not s.beat}
 FIRST_STAGE: dict[str, Queue] = {s.starts: s.queue for s in STAGES if s.starts is not None}
+FIRST_TASK: dict[str, Task] = {s.starts: s.task for s in STAGES if s.starts is not None}
 # The journal states each stage's message is for, keyed by queue name (the DLQ's tables).
 STAGE_STATES: dict[str, tuple[JournalState, ...]] = {
     s.queue.value: s.states for s in STAGES if not s.beat

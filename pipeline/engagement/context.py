@@ -40,7 +40,7 @@ class EngagementContext:
     `ledger` is every seat's rows that concern these targets (the seed's `ctx.ledger`); `None`
     when the shell judges a tally it reads itself (`plan_engagement`, then
     `conclude_engagement`). Rows may still be the seed's dicts: each is validated only when
-    the guardrails count it, as before.
+    the guardrails count it.
     """
 
     now_ms: int

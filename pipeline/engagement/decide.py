@@ -75,7 +75,7 @@ def conclude_engagement(plan: EngagementDecision, verdict: GuardrailVerdict) -> 
     )
 
 
-# The shell's name for it until it is rewired; the same function.
+# An older name for it, kept for importers; the same function.
 apply_guardrail = conclude_engagement
 
 

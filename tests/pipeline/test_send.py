@@ -1,9 +1,9 @@
 """Unit tests for the send stage's decisions (pipeline/send.py, DESIGN.md section 8).
 
 Pure: begin_send replies, gate verdicts and failures are literal contracts, `now_ms` is a
-constant and the random draw is an argument. The tables pin every branch of today's
-`Stages.send`, `Stages._deliver`, `Stages.give_up` and the `send` task's retries, number for
-number; the properties pin the rules that must hold whatever the numbers.
+constant and the random draw is an argument. The tables pin every branch the send stage
+(workers/stages/send.py) takes through them: its try, its give-up and the `send` task's
+retries, number for number; the properties pin the rules that must hold whatever the numbers.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def fields_of(value: SendStep | RetryPlan, names: dict[str, Any]) -> dict[str, A
 def test_next_step_follows_each_verb_of_begin_send(
     reply: SendStart, message_attempt: int, rereserved: bool, expected: dict[str, Any]
 ) -> None:
-    """Given a begin_send reply, when the next step is chosen, then it is the one Stages.send
-    takes for that verb, with the op's own attempt and reservation time."""
+    """Given a begin_send reply, when the next step is chosen, then it is the one the send
+    stage takes for that verb, with the op's own attempt and reservation time."""
     got = next_step(reply, message_attempt=message_attempt, rereserved=rereserved)
     assert fields_of(got, expected) == expected
     assert got.reason
@@ -199,14 +199,15 @@ def test_after_lookup_keeps_todays_order(
     expected: dict[str, Any],
 ) -> None:
     """Given what the look-up found, the gate's verdict and the mode, when the step is chosen,
-    then it is Stages._deliver's: the look-up first, then the gate, then shadow, then post."""
+    then it is the send stage's order: the look-up first, then the gate, then shadow, then
+    post."""
     got = after_lookup(reconciled=reconciled, found=found, gate=gate, mode=mode)
     assert fields_of(got, expected) == expected
 
 
 def test_the_gate_step_carries_the_reason_the_shell_records() -> None:
     """Given a blocking gate, when the step is chosen, then its reason is `rule: detail`, the
-    text Stages._blocked writes down and the deferral's release uses."""
+    text the send stage writes down for a blocked ask and the deferral's release uses."""
     got = after_lookup(reconciled=False, found=False, gate=BLOCKED, mode="on")
     assert got.reason == "credentials_in_body: Slack token"
 
@@ -285,7 +286,8 @@ def test_give_up_step_fails_only_an_op_that_was_never_sent(
     reply: SendStart, expected: dict[str, Any]
 ) -> None:
     """Given begin_send's reply to the closing try, when the give-up step is chosen, then it
-    is Stages.give_up's: in doubt abandoned, held or lapsed failed, anything else left."""
+    is the send stage's give-up: in doubt abandoned, held or lapsed failed, anything else
+    left."""
     got = give_up_step(reply, message_attempt=1)
     assert fields_of(got, expected) == expected
 
@@ -405,14 +407,14 @@ def test_plan_retry_reproduces_the_send_tasks_arithmetic(
     failure: SendFailure, tries: int, u: float, policy: RetryPolicy, expected: dict[str, Any]
 ) -> None:
     """Given a failed try, its tries and a draw, when its retry is planned, then the plan is
-    the one workers' `send` task makes today, number for number."""
+    the one the workers' `send` task makes, number for number."""
     got = plan_retry(failure, tries=tries, policy=policy, u=u, now_ms=NOW)
     assert fields_of(got, expected) == expected
 
 
 def test_a_parked_retry_keeps_the_failures_reason() -> None:
     """Given a long Retry-After, when its retry is planned, then the park carries the
-    failure's own reason, as the parking lot records it today."""
+    failure's own reason, as the parking lot records it."""
     got = plan_retry(
         rate_limited(900, "ratelimited: 900 s"), tries=1, policy=POLICY, u=0, now_ms=NOW
     )
@@ -580,7 +582,8 @@ def test_a_deferral_is_parked_until_the_gate_lets_it_go(
 
 
 def test_the_policy_defaults_are_todays_budgets() -> None:
-    """Given a policy for a 10 s send timeout, then it holds today's budgets and a 20 s floor."""
+    """Given a policy for a 10 s send timeout, then it holds the default budgets and a 20 s
+    floor."""
     assert POLICY.model_dump() == {
         "rate_limited_tries": 60,
         "not_sent_tries": 9,
@@ -606,8 +609,8 @@ def test_the_policy_defaults_are_todays_budgets() -> None:
 def test_a_failure_names_its_kind_and_the_ops_counter(
     failure: SendFailure, kind: str, counter: str | None
 ) -> None:
-    """Given a failure, then its kind follows the Retry-After as the task decides today, and
-    the op counter it is released under is the one Stages._deliver names."""
+    """Given a failure, then its kind follows the Retry-After as the send task decides, and
+    it names the op counter the send stage releases it under."""
     assert (failure.kind, failure.release_counter) == (kind, counter)
 
 

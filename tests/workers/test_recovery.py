@@ -29,6 +29,7 @@ from workers.errors import PermanentError, TransientError
 from workers.org import OrgSource
 from workers.outbound.file import FileOutbox
 from workers.queues import Queue, Task, task_id
+from workers.recovery.parking import release_due
 from workers.recovery.sweeper import Sweeper, run_tick, tick
 from workers.settings import BUNDLED_ORG, Settings
 from workers.stages import Stages
@@ -37,7 +38,7 @@ from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
-from workers.stores.parking import park, parked, release_due
+from workers.stores.parking import park, parked
 
 pytestmark = pytest.mark.redis
 

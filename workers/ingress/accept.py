@@ -25,7 +25,7 @@ from pipeline.normalise import Skipped
 from workers.ingress.deps import IngressDeps
 from workers.ingress.http import compact_answer, within_budget
 from workers.ingress.intake import Arrival, Enqueued
-from workers.queues import Task
+from workers.queues import FIRST_TASK
 from workers.stores.inbound import inbound_tracking_id
 
 Render = Callable[[int, dict[str, Any]], Response]
@@ -52,7 +52,7 @@ async def accept_work(deps: IngressDeps, seat_id: str, report: WorkReport) -> Re
         tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at, report=report
     ).model_dump_json(by_alias=True)
     arrival = Arrival(
-        task=Task.ENGAGEMENT,
+        task=FIRST_TASK["work"],
         tracking_id=tracking,
         kind="work",
         seat_id=seat_id,
@@ -99,7 +99,7 @@ async def accept_inbound(
         tracking_id=tracking, accepted_at_ms=accepted_at, candidate=candidate
     ).model_dump_json(by_alias=True)
     arrival = Arrival(
-        task=Task.DIRECTEDNESS,
+        task=FIRST_TASK["inbound"],
         tracking_id=tracking,
         kind="inbound",
         seat_id="",

@@ -4,7 +4,8 @@ Two ways, one contract (`Intake.accept`):
 
 - `RedisIntake`, when the Celery broker IS the stores' Redis (the default: only
   SEATWIRE_REDIS_URL set). The journal entry and the Celery message are written by one Lua
-  script (workers/lua/journal_enqueue.lua): atomic, one round trip, awaited on the event loop.
+  script (workers/stores/lua/journal_enqueue.lua): atomic, one round trip, awaited on the
+  event loop.
   Celery's `send_task` costs about 0.4 ms of CPU a message and a worker thread per request;
   this is what lets one ingress process keep up with Slack. The message is Celery's protocol-2
   message exactly as kombu's Redis transport stores it (`celery_message`, in wire.py);

@@ -25,9 +25,8 @@ import logging
 import re
 import urllib.error
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
@@ -35,7 +34,6 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 from contracts.messages import OutboundAsk, SendResult
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
-from workers.stores import keys
 
 log = logging.getLogger("seatwire.slack")
 
@@ -127,25 +125,13 @@ def classify(exc: Exception, *, what: str, posted: bool) -> Exception:
     return MaybeSent(reason) if posted else NotSent(reason)
 
 
-class ChannelCooldowns:
-    """Slack rate-limits posting per conversation: after a 429 in one, every worker holds its
-    posts there until the Retry-After has passed, not only the try that got the 429
-    (RELIABILITY.md test 15). One key per conversation, expiring with the wait."""
+class Cooldowns(Protocol):
+    """Where every worker holds its posts to a conversation after a 429 there
+    (workers/stores/cooldowns.py keeps them in Redis)."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self.r = client
+    def remaining_s(self, channel: str) -> float: ...
 
-    def remaining_s(self, channel: str) -> float:
-        left = int(self.r.pttl(keys.slack_cooldown(channel)))
-        return left / 1000 if left > 0 else 0.0
-
-    def hold(self, channel: str, seconds: float) -> None:
-        ms = max(1, int(seconds * 1000))
-        key = keys.slack_cooldown(channel)
-        pipe = self.r.pipeline(transaction=False)
-        pipe.set(key, "1", px=ms, nx=True)
-        pipe.pexpire(key, ms, gt=True)  # a longer wait already held stays
-        pipe.execute()
+    def hold(self, channel: str, seconds: float) -> None: ...
 
 
 class SlackOutbound:
@@ -158,7 +144,7 @@ class SlackOutbound:
         api_url: str,
         timeout_s: float,
         directory: Callable[[], Mapping[str, tuple[tuple[str, ...], str]]],
-        cooldowns: ChannelCooldowns | None = None,
+        cooldowns: Cooldowns | None = None,
     ) -> None:
         """`directory()` maps member id -> (aliases, display name), read at each send so an
         org file reload is seen."""

@@ -5,7 +5,7 @@ runs `tick` every `sweep_interval_s`: each entry past its deadline is re-enqueue
 stage its state says is next, under the SAME deterministic task id, and its deadline moves
 forward (so a slow stage is not re-enqueued every tick); each re-enqueue counts a delivery of
 that stage's message, and at `max_deliveries` the entry is dead-lettered (`stuck`) instead.
-The same tick re-publishes the parked messages that are due (workers/parking.py).
+The same tick re-publishes the parked messages that are due (workers/recovery/parking.py).
 
 kombu's Redis transport does restore unacked messages by itself, but only about every
 visibility timeout + 100 s, and not a message lost between BRPOP and its unacked write, nor
@@ -19,7 +19,7 @@ is rare; a stage in a Celery retry chain pushes its own deadline past its next t
 StageTask.on_retry) and a parked message pushes it past its due time.
 
 Safe to run concurrently or twice (two beats by mistake, RELIABILITY.md P8): each entry is
-claimed by a compare-and-set on its deadline in Lua (workers/lua/sweep_claim.lua), so only
+claimed by a compare-and-set on its deadline in Lua (workers/stores/lua/sweep_claim.lua), so only
 one sweep re-enqueues it. Bounded: at most `batch` entries a tick, oldest deadline first.
 """
 
@@ -38,10 +38,10 @@ from contracts.messages import DecisionEnvelope, ReservedEnvelope
 from workers import clock
 from workers.broker import publish
 from workers.queues import FIRST_STAGE, QUEUE_TASK, STAGE_QUEUES, STATE_STAGE, Queue, task_id
+from workers.recovery.parking import release_due
 from workers.settings import Settings
 from workers.stores import keys
 from workers.stores.dlq import COUNTER_TTL_MS, finals
-from workers.stores.parking import release_due
 from workers.stores.scripts import script, text
 
 log = logging.getLogger("seatwire.sweeper")

@@ -1,13 +1,16 @@
 """The stages, one module each (handler and task), over the base task in `base.py`.
 
 `register_tasks` registers the task of every row of the stage table (workers/queues.py) on
-an app, each handed the process's container; a row without a module here is refused at
+an app, each handed the process's container: each module here that names its row (`TASK`)
+registers it (`register`); a row without a module, or a module without a row, is refused at
 once. `Stages` is the four handlers over one set of stores, for callers that drive the
 pipeline without Celery (the tests, the benchmarks).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +24,6 @@ from workers.clock import now_ms
 from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.queues import STAGES, Task
-from workers.stages import beat, directedness, engagement, guardrails, send
 from workers.stages.base import Deps, ready_pool_process
 from workers.stages.directedness import Directedness
 from workers.stages.engagement import Engagement
@@ -31,23 +33,36 @@ from workers.stores.inbound import InboundStore, Recorded
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 
-REGISTER: dict[Task, Callable[[Celery, Deps], None]] = {
-    Task.DIRECTEDNESS: directedness.register,
-    Task.ENGAGEMENT: engagement.register,
-    Task.GUARDRAILS: guardrails.register,
-    Task.SEND: send.register,
-    Task.SWEEP: beat.register,
-}
+Register = Callable[[Celery, Deps], None]
+
+
+def stage_modules() -> dict[Task, Register]:
+    """Every module of this package that declares a stage (its `TASK`, a row of the stage
+    table, and its `register`), found by walking the package: adding a stage is its row in
+    workers/queues.py and its module here, nothing else."""
+    found: dict[Task, Register] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        task = getattr(module, "TASK", None)
+        if isinstance(task, Task):
+            if task in found:
+                raise RuntimeError(f"two modules declare the stage {task.value}")
+            found[task] = module.register
+    return found
 
 
 def register_tasks(app: Celery, deps: Deps) -> None:
-    """Every stage's task on `app`, working with the container `deps` gives."""
-    missing = [s.task.value for s in STAGES if s.task not in REGISTER]
-    if missing:
-        raise RuntimeError(f"stages declared without a module: {', '.join(missing)}")
+    """Every stage's task on `app`, working with the container `deps` gives. A row of the
+    table without a module, or a module without a row, is refused at once."""
+    modules = stage_modules()
+    rows = {s.task for s in STAGES}
+    if set(modules) != rows:
+        missing = sorted(t.value for t in rows - set(modules))
+        extra = sorted(t.value for t in set(modules) - rows)
+        raise RuntimeError(f"stage table and modules disagree: no module {missing}, no row {extra}")
     ready_pool_process(deps)
     for stage in STAGES:
-        REGISTER[stage.task](app, deps)
+        modules[stage.task](app, deps)
 
 
 @dataclass

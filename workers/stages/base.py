@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import redis
 from celery import Celery
@@ -20,6 +20,7 @@ from celery import Task as CeleryTask
 from celery.signals import worker_process_init
 from kombu.exceptions import OperationalError
 
+from contracts._base import Wire
 from workers.broker import RETRY_BACKOFF_MAX_S, STAGE_MAX_RETRIES
 from workers.clock import now_ms
 from workers.container import Container
@@ -159,18 +160,50 @@ STAGE_TASK_OPTIONS: dict[str, Any] = {
     "shared": False,
 }
 
-# No late ack and no retry: a lost tick is replaced by the next one.
+# No retry: a lost tick is replaced by the next one.
 BEAT_TASK_OPTIONS: dict[str, Any] = {"bind": True, "max_retries": 0, "shared": False}
 
 
-def register_stage(app: Celery, task: Task, deps: Deps, run: Callable[..., None]) -> CeleryTask:
-    """Register `run(self, message)` as the task of one row of the stage table, with its
-    queue and the options of its kind (a pipeline stage or a beat tick), handed `deps`."""
+W = TypeVar("W", bound=Wire)
+
+
+def register_stage(
+    app: Celery, task: Task, deps: Deps, run: Callable[[StageTask, W], None]
+) -> CeleryTask:
+    """Register `run(task, envelope)` as the task of one pipeline row of the stage table:
+    its name and queue, the stage options, handed `deps`, its message validated as the row's
+    envelope before `run` sees it."""
     stage = BY_TASK[task]
-    options = BEAT_TASK_OPTIONS if stage.beat else STAGE_TASK_OPTIONS
+    envelope = stage.envelope
+    if envelope is None:
+        raise ValueError(f"{task.value} is a beat row: register it with register_beat")
+
+    def body(self: StageTask, message: dict[str, Any]) -> None:
+        run(self, cast(W, envelope.model_validate(message)))
+
+    return _register(app, stage.task, deps, body, STAGE_TASK_OPTIONS)
+
+
+def register_beat(app: Celery, task: Task, deps: Deps, run: Callable[[StageTask], None]) -> None:
+    """Register `run(task)` as the tick of one beat row of the stage table."""
+    stage = BY_TASK[task]
+    if not stage.beat:
+        raise ValueError(f"{task.value} is a pipeline stage: register it with register_stage")
+
+    def body(self: StageTask) -> None:
+        run(self)
+
+    _register(app, stage.task, deps, body, BEAT_TASK_OPTIONS)
+
+
+def _register(
+    app: Celery, task: Task, deps: Deps, body: Callable[..., None], options: dict[str, Any]
+) -> CeleryTask:
+    # `deps` becomes an attribute of the task's class: a staticmethod, so that a plain
+    # function is not bound as a method of the task.
     registered: CeleryTask = app.task(
-        name=task.value, queue=stage.queue.value, deps=deps, **options
-    )(run)
+        name=task.value, queue=BY_TASK[task].queue.value, deps=staticmethod(deps), **options
+    )(body)
     return registered
 
 
@@ -187,4 +220,6 @@ def ready_pool_process(deps: Deps) -> None:
             log.exception("could not build this pool process's container")
         gc.freeze()
 
-    worker_process_init.connect(ready, weak=False, dispatch_uid="seatwire.ready_pool_process")
+    # One hook per provider: a process that registers tasks twice (the tests) warms both.
+    uid = f"seatwire.ready_pool_process.{id(deps)}"
+    worker_process_init.connect(ready, weak=False, dispatch_uid=uid)

@@ -3,17 +3,17 @@ beat`'s own worker on the `beat` queue, so recovery never waits behind a stage's
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import Celery
 
 from workers.queues import Task
 from workers.recovery.sweeper import run_tick
-from workers.stages.base import Deps, register_stage
+from workers.stages.base import Deps, StageTask, register_beat
+
+TASK = Task.SWEEP  # this module's row of the stage table
 
 
 def register(app: Celery, deps: Deps) -> None:
-    def sweep(self: Any) -> None:
-        run_tick(deps(), app)
+    def sweep(task: StageTask) -> None:
+        run_tick(task.deps(), app)
 
-    register_stage(app, Task.SWEEP, deps, sweep)
+    register_beat(app, TASK, deps, sweep)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from celery import Celery
 
@@ -16,7 +15,7 @@ from workers.clock import now_ms
 from workers.container import Container
 from workers.org import OrgSource
 from workers.queues import Task
-from workers.stages.base import Deps, register_stage
+from workers.stages.base import Deps, StageTask, register_stage
 from workers.stores.inbound import InboundStore, Recorded
 
 
@@ -43,8 +42,11 @@ class Directedness:
         )
 
 
-def register(app: Celery, deps: Deps) -> None:
-    def directedness(self: Any, message: dict[str, Any]) -> None:
-        Directedness.of(deps())(InboundEnvelope.model_validate(message))
+TASK = Task.DIRECTEDNESS  # this module's row of the stage table
 
-    register_stage(app, Task.DIRECTEDNESS, deps, directedness)
+
+def register(app: Celery, deps: Deps) -> None:
+    def directedness(task: StageTask, env: InboundEnvelope) -> None:
+        Directedness.of(task.deps())(env)
+
+    register_stage(app, TASK, deps, directedness)

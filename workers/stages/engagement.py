@@ -6,23 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 from celery import Celery
 
-from contracts import EngagementDecision, GuardrailVerdict
+from contracts import EngagementDecision
 from contracts.messages import DecisionEnvelope, WorkEnvelope
 from contracts.send import SendMode
 from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
-from pipeline.guardrails import judge
+from pipeline.guardrails import check_guardrails, judge
 from workers.broker import publish
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import PermanentError
 from workers.org import OrgSource
 from workers.queues import Task
-from workers.stages.base import Deps, register_stage
+from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.rows import ledger_row, nonengagement_row
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
@@ -87,11 +86,22 @@ class Engagement:
         try:
             counted = self.ledger.tally(decision=plan, seat_id=seat_id, now_ms=plan.now_ms)
         except redis.RedisError as exc:
-            # Unread, not passed: the decision says so, and the atomic reservation at the
-            # guardrail stage still holds every limit.
+            # Judged as if nothing were counted yet (what the limits alone refuse, such as
+            # a room when none may be created), and said so; the atomic reservation at the
+            # guardrail stage still counts everything.
             failed = f"ledger_read_failed:{type(exc).__name__}"
-            unjudged = conclude_engagement(plan, GuardrailVerdict(allowed=True, attempt=1))
-            return unjudged.model_copy(update={"degraded": (*plan.degraded, failed)})
+            verdict = check_guardrails(
+                (),
+                now_ms=plan.now_ms,
+                dedupe_key=plan.dedupe_key or "",
+                work_id=plan.work_id,
+                seat_id=seat_id,
+                targets=plan.targets,
+                creates_room=plan.surface == "new_room",
+                limits=self.ledger.limits,
+            )
+            judged = conclude_engagement(plan, verdict)
+            return judged.model_copy(update={"degraded": (*judged.degraded, failed)})
         verdict = judge(
             counted,
             now_ms=plan.now_ms,
@@ -131,10 +141,13 @@ class Engagement:
         )
 
 
+TASK = Task.ENGAGEMENT  # this module's row of the stage table
+
+
 def register(app: Celery, deps: Deps) -> None:
-    def engagement(self: Any, message: dict[str, Any]) -> None:
-        nxt = Engagement.of(deps())(WorkEnvelope.model_validate(message))
+    def engagement(task: StageTask, env: WorkEnvelope) -> None:
+        nxt = Engagement.of(task.deps())(env)
         if nxt is not None:
             publish(app, Task.GUARDRAILS, nxt.tracking_id, nxt.to_wire())
 
-    register_stage(app, Task.ENGAGEMENT, deps, engagement)
+    register_stage(app, TASK, deps, engagement)

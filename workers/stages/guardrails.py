@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from celery import Celery
 
@@ -16,7 +15,7 @@ from workers.clock import now_ms
 from workers.container import Container
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, register_stage
+from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.rows import stage_row
 from workers.stores.ledger import Ledger
 
@@ -70,12 +69,14 @@ class Guardrails:
         )
 
 
+TASK = Task.GUARDRAILS  # this module's row of the stage table
+
+
 def register(app: Celery, deps: Deps) -> None:
-    def guardrails(self: Any, message: dict[str, Any]) -> None:
-        env = DecisionEnvelope.model_validate(message)
-        nxt = Guardrails.of(deps())(env)
+    def guardrails(task: StageTask, env: DecisionEnvelope) -> None:
+        nxt = Guardrails.of(task.deps())(env)
         if nxt is not None:
             crash_point("guardrails", "after_reserve", env.tracking_id)
             publish(app, Task.SEND, nxt.tracking_id, nxt.to_wire())
 
-    register_stage(app, Task.GUARDRAILS, deps, guardrails)
+    register_stage(app, TASK, deps, guardrails)

@@ -13,22 +13,20 @@ an adapter is answered with a new `NotSent` that carries the count the op keeps.
 
 from __future__ import annotations
 
-import random
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 import redis
 from celery import Celery
 
 from contracts import GuardrailVerdict, SendGateVerdict, SendPolicy
-from contracts.guardrails import Outcome
+from contracts.journal import ReleaseCounter
 from contracts.messages import OutboundAsk, ReservedEnvelope, SendResult
-from contracts.send import RetryPlan, RetryPolicy, SendFailure, SendMode, SendStart, SendStep
+from contracts.send import SendMode, SendStart, SendStep
 from pipeline.facts import Places, learn_from_send
-from pipeline.send import after_lookup, after_rereserve, give_up_step, next_step, plan_retry
-from workers.broker import RETRY_BACKOFF_MAX_S, STAGE_MAX_RETRIES, publish
+from pipeline.send import after_lookup, after_rereserve, give_up_step, next_step
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import (
@@ -43,16 +41,18 @@ from workers.org import OrgSource
 from workers.outbound.base import Outbound, SendContext
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, register_stage
+from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.guardrails import Guardrails
 from workers.stages.rows import stage_row
 from workers.stages.send_ask import ask_of, gate, idempotency_id, log
+from workers.stages.send_retry import retry_send
 from workers.stores.inbound import InboundStore
-from workers.stores.journal import postpone
 from workers.stores.ledger import Ledger
-from workers.stores.parking import park
 
 __all__ = ["Send", "idempotency_id", "register"]
+
+# The outcomes a try of the send stage closes an op with (a refusal is the guardrails').
+Closed = Literal["engaged", "shadowed", "send_failed", "send_blocked"]
 
 
 @dataclass(frozen=True)
@@ -99,18 +99,12 @@ class Send:
         held = self._begin(env)
         step = next_step(held.start, message_attempt=env.verdict.attempt)
         if step.kind == "rereserve":
-            verdict = self.ledger.reserve(
-                env.tracking_id,
-                decision=env.decision,
-                seat_id=env.seat_id,
-                tracking_id=env.tracking_id,
-            )
-            if after_rereserve(verdict).kind == "refuse":
-                guard = Guardrails(ledger=self.ledger, clock_ms=self.clock_ms)
-                guard.refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+            if self._rereserve(env) == "refuse":
                 return "refused"
             held = self._begin(env)
             step = next_step(held.start, message_attempt=env.verdict.attempt, rereserved=True)
+        if step.kind == "expiring" and self._rereserve(env) == "refuse":
+            return "refused"  # lapsed again, and the limits refuse it now
         if step.kind == "done":
             return step.final_state or ""
         if step.kind == "busy":
@@ -148,6 +142,21 @@ class Send:
             why=f"send failed: {reason}",
         )
         return "send_failed"
+
+    def _rereserve(self, env: ReservedEnvelope) -> str:
+        """Check the limits again for a reservation that lapsed before anything was sent:
+        `begin` when it holds a place again, `refuse` (written down) when a limit says no."""
+        verdict = self.ledger.reserve(
+            env.tracking_id,
+            decision=env.decision,
+            seat_id=env.seat_id,
+            tracking_id=env.tracking_id,
+        )
+        then = after_rereserve(verdict)
+        if then.kind == "refuse":
+            guard = Guardrails(ledger=self.ledger, clock_ms=self.clock_ms)
+            guard.refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+        return then.kind
 
     def _begin(self, env: ReservedEnvelope) -> Try:
         token = self.new_token()
@@ -206,7 +215,7 @@ class Send:
         if step.kind == "found" and found is not None:
             return self._engaged(env, verdict, ask, found, token, reserved_at)
         if step.kind in ("block", "shadow"):
-            outcome: Outcome = "send_blocked" if step.kind == "block" else "shadowed"
+            outcome: Closed = "send_blocked" if step.kind == "block" else "shadowed"
             why = (
                 f"send gate {step.rule}: {step.detail}"
                 if step.kind == "block"
@@ -240,8 +249,7 @@ class Send:
         except NotSent as exc:
             # Provably never applied: the next try sends without reconciling first. Its tries
             # of this kind are counted on the op, and travel on a new error.
-            failure = SendFailure.never_sent(exc.reason, retry_after_s=exc.retry_after_s)
-            kind = failure.release_counter or "notSent"
+            kind: ReleaseCounter = "notSent" if exc.retry_after_s is None else "rateLimited"
             tries = self.ledger.release(env.tracking_id, token, exc.reason, kind=kind)
             raise NotSent(exc.reason, retry_after_s=exc.retry_after_s, tries=tries) from exc
         except PermanentError as exc:
@@ -287,7 +295,7 @@ class Send:
         ask: OutboundAsk,
         token: str,
         *,
-        outcome: Outcome,
+        outcome: Closed,
         at_ms: int,
         reason: str | None,
         why: str | None,
@@ -354,70 +362,19 @@ class Send:
 # ---------------------------------------------------------------------- the task
 
 
-def failure_of(exc: TransientError) -> SendFailure | None:
-    """A try's error as the value `plan_retry` takes (None: not one a send plans for)."""
-    if isinstance(exc, LeaseBusy):
-        return SendFailure(kind="lease_busy", reason=str(exc), until_ms=exc.until_ms)
-    if isinstance(exc, NotSent):
-        return SendFailure.never_sent(exc.reason, retry_after_s=exc.retry_after_s)
-    if isinstance(exc, MaybeSent):
-        return SendFailure(kind="maybe_sent", reason=exc.reason, retry_after_s=exc.retry_after_s)
-    if isinstance(exc, Deferred):
-        return SendFailure(kind="deferred", reason=exc.reason, until_ms=exc.until_ms)
-    return None
-
-
-def retry_policy(c: Container) -> RetryPolicy:
-    return RetryPolicy(
-        max_retries=STAGE_MAX_RETRIES,
-        countdown_cap_s=RETRY_BACKOFF_MAX_S,
-        in_doubt_floor_s=2 * c.settings.send_timeout_s,
-    )
-
-
-def apply_plan(
-    task: Any, c: Container, env: ReservedEnvelope, plan: RetryPlan, exc: TransientError
-) -> None:
-    """Carry out a retry plan: a broker retry, a fresh message with a countdown (the entry's
-    deadline moved past it, so the sweeper leaves it alone), a park, a give-up (written down
-    as `send_failed`), or the error raised on to the stage's give-up (the dead-letter queue)."""
-    if plan.kind == "countdown" and plan.via == "retry":
-        raise task.retry(countdown=plan.wait_s, exc=exc) from exc
-    if plan.kind == "countdown":
-        wait_s = plan.wait_s or 0.0
-        until = now_ms() + int(wait_s * 1000) + c.settings.journal_deadline_ms
-        postpone(c.redis, env.tracking_id, until_ms=until)
-        publish(task.app, Task.SEND, env.tracking_id, env.to_wire(), countdown=wait_s)
-    elif plan.kind == "park":
-        assert plan.due_ms is not None  # the contract sets it on every park
-        park(c.redis, Task.SEND, env.tracking_id, env.to_wire(), plan.due_ms, plan.reason)
-    elif plan.kind == "give_up":
-        Send.of(c).give_up(env, plan.reason)
-    else:
-        raise exc
+TASK = Task.SEND  # this module's row of the stage table
 
 
 def register(app: Celery, deps: Deps) -> None:
-    def send(self: Any, message: dict[str, Any]) -> None:
-        env = ReservedEnvelope.model_validate(message)
-        container = deps()
+    def send(task: StageTask, env: ReservedEnvelope) -> None:
+        container = task.deps()
+        stage = Send.of(container)
         try:
-            Send.of(container)(env)
+            stage(env)
         except TransientError as exc:
-            failure = failure_of(exc)
-            if failure is None:
+            if not retry_send(task, container, env, exc, give_up=stage.give_up):
                 raise
-            # Tries of a never-sent kind are the op's own count; the rest spend the broker's.
-            tries = exc.tries if isinstance(exc, NotSent) else self.request.retries
-            plan = plan_retry(
-                failure,
-                tries=tries,
-                policy=retry_policy(container),
-                u=random.random(),
-                now_ms=now_ms(),
-            )
-            apply_plan(self, container, env, plan, exc)
             return
         crash_point("send", "after_done_before_ack", env.tracking_id)
 
-    register_stage(app, Task.SEND, deps, send)
+    register_stage(app, TASK, deps, send)

@@ -13,8 +13,9 @@ So the cap and the queue are Seatwire's own (RELIABILITY.md design implications 
   written twice (a re-sent script, a sweep racing the stage) is one letter, a replay removes
   it by id, and a replayed letter stays behind as a tombstone that makes a second replay a
   no-op. Alert on `ZCARD sw:dlq` > 0.
-- The journal entry of a dead letter is closed (`dead`; `failed` when a stage gave up, as
-  before) and leaves the open index, so the sweeper leaves it alone until it is replayed.
+- The journal entry of a dead letter is closed (`dead`; `failed` when a stage gave up) and
+  leaves the open index, so the sweeper (workers/recovery/sweeper.py) leaves it alone until
+  it is replayed.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from celery import Celery
 
-from workers.broker import publish
 from workers.queues import FINAL_STATES, QUEUE_TASK, STAGE_STATES, TASK_QUEUE, Queue, Task, task_id
 from workers.stores import keys
 from workers.stores.scripts import script, text
@@ -34,7 +33,8 @@ from workers.stores.scripts import script, text
 COUNTER_TTL_MS = 7 * 86_400_000  # a delivery counter outlives any retry chain of its message
 TOMBSTONE_TTL_MS = 7 * 86_400_000  # how long a replayed letter answers "already replayed"
 # The state a replayed entry returns to when it does not remember its own (an entry failed by
-# an older `journal.fail`): the state its stage's message is re-enqueued from by the sweeper.
+# an older release's `journal.fail`): the state its stage's message is re-enqueued from by the
+# sweeper.
 STAGE_ENTRY_STATE = {stage: states[0] for stage, states in STAGE_STATES.items()}
 # A redelivered message at the cap whose entry is in none of its stage's states (nor
 # `failed`) is a stale copy (its entry moved on): acked unrun, the entry left alone.
@@ -87,6 +87,8 @@ class Replay:
     verb: str  # ok | final | replayed | unknown | missing | nomessage
     letter: DeadLetter | None = None
     detail: str = ""
+    # On `ok`: the message to publish again, under its deterministic task id.
+    republish: tuple[Task, str, dict[str, Any]] | None = None
 
 
 def _letter(dlq_id: str, raw: dict[Any, Any]) -> DeadLetter | None:
@@ -211,10 +213,11 @@ class DeadLetters:
 
     # ------------------------------------------------------------------ replaying
 
-    def replay(self, dlq_id: str, app: Celery, *, deadline_ms: int, now_ms: int) -> Replay:
-        """Re-publish a dead letter's message under its task id and reopen its entry.
+    def reopen(self, dlq_id: str, *, deadline_ms: int, now_ms: int) -> Replay:
+        """Take a dead letter out of the queue for a replay: reopen its entry and answer the
+        message to publish again (workers/recovery/replay.py publishes it).
 
-        Replaying an unknown id changes nothing; replaying a letter again is a no-op."""
+        Reopening an unknown id changes nothing; reopening a letter again is a no-op."""
         letter = self.get(dlq_id)
         if letter is None:
             return Replay("unknown", detail=f"no dead letter {dlq_id!r}")
@@ -265,5 +268,9 @@ class DeadLetters:
                 "removed from the queue, nothing re-published",
             )
         task, tracking_id, message = Task(text(reply[1])), text(reply[2]), text(reply[3])
-        publish(app, task, tracking_id, json.loads(message) if message else {})
-        return Replay("ok", letter, detail=f"re-published {task_id(tracking_id, TASK_QUEUE[task])}")
+        return Replay(
+            "ok",
+            letter,
+            detail=f"re-published {task_id(tracking_id, TASK_QUEUE[task])}",
+            republish=(task, tracking_id, json.loads(message) if message else {}),
+        )

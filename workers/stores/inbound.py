@@ -1,10 +1,10 @@
 """The inbound side's Redis store: what an event's places are known for, the per-seat record
 of one resolved event, the trace of an event, and what a seat's sends teach.
 
-One event is recorded for every seat in one script (workers/lua/inbound_record.lua): the
-verdicts, the inbox items, the notices, the facts and the journal's final state land together
-or not at all, and only once — a redelivered event finds the entry resolved and changes
-nothing, which is what makes the stage idempotent per (event, seat).
+One event is recorded for every seat in one script (workers/stores/lua/inbound_record.lua):
+the verdicts, the inbox items, the notices, the facts and the journal's final state land
+together or not at all, and only once — a redelivered event finds the entry resolved and
+changes nothing, which is what makes the stage idempotent per (event, seat).
 """
 
 from __future__ import annotations

@@ -13,12 +13,17 @@ import redis
 
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits, Target
 from contracts.guardrails import DAY_MS, HOUR_MS
+from contracts.journal import OP_LIVE_STATES, OpFinalState, ReleaseCounter
 from contracts.send import SendStart
 from pipeline.guardrails import Tally, judge, target_ids
 from workers.errors import PermanentError
 from workers.stores import keys
 from workers.stores.journal import LEDGER_STREAM_CAP, RETENTION_MS
 from workers.stores.scripts import script, text
+
+# The ops `rows_for` reads back as rows: the live ones and the engaged (what the limits count
+# of an op that has no ledger row yet, or whose row is elsewhere).
+ROWS_OF_OPS = frozenset({*OP_LIVE_STATES, "engaged"})
 
 
 class Ledger:
@@ -204,7 +209,7 @@ class Ledger:
         self,
         op_id: str,
         *,
-        outcome: str,
+        outcome: OpFinalState,
         row: LedgerRow,
         tracking_id: str,
         token: str = "",
@@ -243,7 +248,7 @@ class Ledger:
         """Mark an interrupted send `unknown`, so the next try reconciles before posting."""
         return bool(self._abandon(keys=[keys.op(op_id)], args=[token]))
 
-    def release(self, op_id: str, token: str, reason: str, *, kind: str) -> int:
+    def release(self, op_id: str, token: str, reason: str, *, kind: ReleaseCounter) -> int:
         """Give a send that provably never reached the provider back to `reserved`; returns
         how many times the op was given back for this `kind` (rateLimited, notSent or
         deferred); 0 when the token no longer holds the op."""
@@ -287,7 +292,7 @@ class Ledger:
         rows = []
         for raw in pipe.execute():
             op = {text(k): text(v) for k, v in raw.items()}
-            if op.get("state") not in ("reserved", "sending", "unknown", "engaged"):
+            if op.get("state") not in ROWS_OF_OPS:
                 continue
             rows.append(
                 LedgerRow(

@@ -4,7 +4,8 @@ A long countdown or ETA breaks on Redis (RELIABILITY.md P4): the worker holds th
 unacked while it waits, and past the visibility timeout the broker hands it to another worker
 too. So a wait longer than the retry cap (a Slack Retry-After, a quiet-hours deferral) parks
 the message here instead: a sorted set scored by due time, one entry per (task, tracking id).
-Beat's tick (`release_due`) re-publishes each due message under its deterministic task id.
+Beat's tick (workers/recovery/parking.py `release_due`) re-publishes each due message under
+its deterministic task id.
 
 Parking also moves the journal entry's deadline to due + grace, so the sweeper does not take a
 parked message for a lost one; if a release is lost anyway (a crash between taking it and
@@ -19,9 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from celery import Celery
 
-from workers.broker import publish
 from workers.clock import now_ms
 from workers.queues import TASK_QUEUE, Task, task_id
 from workers.stores import keys
@@ -90,22 +89,10 @@ def parked(client: redis.Redis, limit: int = 100) -> list[Parked]:
     return [_parked(raw) for raw in raws if raw is not None]
 
 
-def release_due(client: redis.Redis, app: Celery, *, now_ms: int, batch: int = 500) -> int:
-    """Re-publish every parked message that is due (at most `batch`); returns how many."""
+def take_due(client: redis.Redis, *, now_ms: int, batch: int = 500) -> list[Parked]:
+    """Take every parked message that is due (at most `batch`) out of the lot, soonest first:
+    the caller publishes each, or parks it again."""
     taken = script(client, "unpark_due")(
         keys=[keys.PARKED, keys.PARKED_MESSAGES], args=[now_ms, batch]
     )
-    released = 0
-    for raw in taken:
-        item = _parked(raw)
-        try:
-            publish(app, item.task, item.tracking_id, item.message)
-        except Exception:
-            # Put it back for the next tick; were that to fail too, the entry's deadline
-            # (due + grace) brings it back through the sweeper.
-            log.exception("could not re-enqueue parked %s; parked again", item.tracking_id)
-            park(client, item.task, item.tracking_id, item.message, item.due_ms, item.reason)
-            continue
-        released += 1
-        log.info("re-enqueued parked %s %s (%s)", item.task.value, item.tracking_id, item.reason)
-    return released
+    return [_parked(raw) for raw in taken]

@@ -1,5 +1,5 @@
--- Shared by every script that gives an entry up; workers/dlq.py puts this text in front of
--- each of them (Redis has no script-to-script calls).
+-- Shared by every script that gives an entry up; workers/stores/scripts.py puts this text in
+-- front of each of them (Redis has no script-to-script calls).
 --
 -- dead_letter(k, a): write one dead letter and close its journal entry.
 --   k: entry, open, failed (index), dlq (zset), record (hash)

@@ -1,4 +1,5 @@
--- Park a stage message until it is due: beat re-enqueues it then (workers/parking.py).
+-- Park a stage message until it is due (workers/stores/parking.py): beat re-enqueues it then
+-- (workers/recovery/parking.py).
 -- One parked message per task id: parking again replaces the message and its due time.
 -- The journal entry's deadline moves past the due time, so the sweeper does not take a
 -- parked message for a lost one (only an entry still open: a final one stays closed).

@@ -1,5 +1,5 @@
 -- A stage gave up on a message (a permanent error, or its retries ran out): the entry ends
--- `failed` with where and why (in the failed index, as before), and the message goes to the
+-- `failed` with where and why (listed in the failed index), and the message goes to the
 -- dead-letter queue with its reason, so every give-up is one an operator can see and replay.
 -- KEYS: 1 entry, 2 open index, 3 failed index, 4 dlq, 5 letter, 6 delivery counters.
 -- ARGV: 1 trackingId, 2 stage, 3 task, 4 reason, 5 error, 6 nowMs, 7 dlqId, 8 message JSON,
