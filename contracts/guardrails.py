@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from contracts._base import Wire
 from contracts.engagement import Target
+from contracts.journal import LedgerOutcome
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -18,25 +19,8 @@ DAY_MS = 24 * HOUR_MS
 # what it would have sent exactly as `on` would.
 COUNTED_OUTCOMES = frozenset({"engaged", "reserved", "sending", "unknown", "shadowed"})
 
-Outcome = Literal[
-    "engaged",
-    "shadowed",  # send mode shadow: what would have been sent
-    "off",  # send mode off: nothing was decided
-    "reserved",
-    "sending",
-    "unknown",
-    "send_failed",
-    "send_blocked",
-    "expired",
-    "none",
-    "unroutable",
-    "already_engaged",
-    "rate_limited_ask",
-    "rate_limited_target",
-    "rate_limited_work",
-    "rate_limited_seat",
-    "rate_limited_rooms",
-]
+# Every outcome a ledger row can carry, named once with the other states and verbs.
+Outcome = LedgerOutcome
 
 
 class Limits(Wire):

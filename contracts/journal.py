@@ -124,7 +124,7 @@ REFUSAL_CODES: tuple[RefusalCode, ...] = get_args(RefusalCode)
 # A considered "nobody" that is not a guardrail's: no trigger (`none`) or no place to ask.
 NobodyCode = Literal["none", "unroutable"]
 
-# Every outcome a ledger row can carry (contracts.guardrails.Outcome must be exactly these):
+# Every outcome a ledger row can carry (contracts.guardrails.Outcome is this type):
 # an op's state (a refused op's row carries its refusal code instead), a refusal code, a
 # nobody code, or `off`.
 OpRowState = Literal[
