@@ -186,6 +186,9 @@ EnqueueVerb = Literal["new", "requeued", "duplicate", "conflict"]
 InboundRecordVerb = Literal["ok", "done"]
 # inbox_ack: {verb, acknowledged, last}.
 InboxAckVerb = Literal["ok", "beyond"]
+# sample_record: {verb, stored JSON}; cost_record: {verb} or {conflict, stored JSON}; only
+# `recorded` writes (cost_record refuses a frame older than its retention as `expired`).
+RecordVerb = Literal["recorded", "duplicate", "conflict", "expired"]
 
 ScriptVerb = Literal[
     SendBeginVerb,
@@ -198,5 +201,6 @@ ScriptVerb = Literal[
     EnqueueVerb,
     InboundRecordVerb,
     InboxAckVerb,
+    RecordVerb,
 ]
 SCRIPT_VERBS: frozenset[ScriptVerb] = frozenset(get_args(ScriptVerb))

@@ -1,4 +1,5 @@
-"""Who exists in the organisation: members, channels and the agent seats. Pure data.
+"""Who exists in the organisation: members, channels, the agent seats and the objectives they
+steward (issue 10). Pure data.
 
 They come from the org file, so unknown fields are refused: a misspelt `owns` must stop the
 start, not quietly change who gets asked.
@@ -11,6 +12,7 @@ from enum import StrEnum
 from pydantic import Field, field_validator
 
 from contracts._base import StrictWire
+from contracts.goals import Objective
 
 ENGAGEABLE_STATUSES = frozenset({"active", "online", "busy"})
 
@@ -87,3 +89,4 @@ class Org(StrictWire):
     members: tuple[Member, ...]
     channels: tuple[Channel, ...] = ()
     seats: tuple[Seat, ...] = ()
+    objectives: tuple[Objective, ...] = ()

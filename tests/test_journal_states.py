@@ -88,6 +88,8 @@ REDIS_COMMANDS = frozenset(
         "ZCOUNT",
         "ZRANGEBYSCORE",
         "ZREM",
+        "ZRANGE",
+        "ZREMRANGEBYRANK",
         "ZREMRANGEBYSCORE",
         "ZREVRANGE",
         "ZSCORE",
@@ -176,6 +178,7 @@ TEXT_FRAGMENTS = frozenset(
         "]",
         "[^,]+",  # a gmatch pattern: comma-separated states
         ")",  # the end of an error text
+        "%d:%s",  # sample_record's id format: {atMs}:{source}
     }
 )
 NOT_STATES = REDIS_COMMANDS | COMMAND_ARGUMENTS | HASH_FIELDS | TEXT_FRAGMENTS

@@ -23,11 +23,13 @@ from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.outbound.file import FileOutbox
 from workers.settings import Settings
+from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.stores.samples import Samples
 
 __all__ = ["Container", "Provider", "build_container", "now_ms", "redis_client"]
 
@@ -101,6 +103,8 @@ def build_container(
         inbox=Inbox(client),
         inbound=inbound,
         dead_letters=DeadLetters(client, max_deliveries=settings.max_deliveries),
+        samples=Samples(client),
+        costs=Costs(client),
         app=app,
     )
 

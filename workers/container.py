@@ -13,11 +13,13 @@ from celery import Celery
 from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.settings import Settings
+from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.stores.samples import Samples
 
 
 @dataclass
@@ -31,4 +33,6 @@ class Container:
     inbox: Inbox
     inbound: InboundStore
     dead_letters: DeadLetters
+    samples: Samples
+    costs: Costs
     app: Celery | None = None

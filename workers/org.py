@@ -1,4 +1,4 @@
-"""The org file (YAML or JSON): members, channels and seats, validated at start.
+"""The org file (YAML or JSON): members, channels, seats and objectives, validated at start.
 
 `OrgSource` re-reads the file when it changes. A re-read that fails keeps the last good org
 and says so in `degraded` — a directory we could not read must never look like an empty org,
@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts import Channel, Org, Seat
+from contracts.goals import Objective
 from pipeline.directedness import aliases_of
 from pipeline.engagement import Directory, Rooms
 from pipeline.fanout import Roster, RosterSeat
@@ -51,7 +52,32 @@ def parse_org(text: str, path: Path) -> Org:
     dupes = {mid for mid, n in Counter(m.id for m in org.members).items() if n > 1}
     if dupes:
         raise ConfigError(f"{path}: members: duplicate id(s) {sorted(dupes)}")
+    check_objectives(org, path)
     return org
+
+
+def check_objectives(org: Org, path: Path) -> None:
+    """Objective keys are unique, and everyone an objective names is in the org: a typo in
+    `ownerId` would otherwise send its escalations to nobody."""
+    dupes = {k for k, n in Counter(o.key for o in org.objectives).items() if n > 1}
+    if dupes:
+        raise ConfigError(f"{path}: objectives: duplicate key(s) {sorted(dupes)}")
+    member_ids = {m.id for m in org.members}
+    seat_ids = {s.member_id for s in org.seats}
+    for i, objective in enumerate(org.objectives):
+        for name, value in (
+            ("ownerId", objective.owner_id),
+            ("reviewBy", objective.review_by),
+            ("adoptedBy", objective.adopted_by),
+        ):
+            if value is not None and value not in member_ids:
+                raise ConfigError(
+                    f"{path}: objectives.{i}.{name}: {value!r} is not a member of the org"
+                )
+        if objective.seat_id is not None and objective.seat_id not in seat_ids:
+            raise ConfigError(
+                f"{path}: objectives.{i}.seatId: {objective.seat_id!r} is not a seat of the org"
+            )
 
 
 def load_org(path: Path) -> Org:
@@ -77,6 +103,7 @@ class OrgView:
     roster: Roster  # the seats, indexed for resolving an event for all of them
     channel_by_id: dict[str, Channel]
     github_logins: dict[str, str]
+    objective_by_key: dict[str, Objective] = field(default_factory=dict)
 
     @classmethod
     def of(cls, org: Org) -> OrgView:
@@ -110,7 +137,17 @@ class OrgView:
             roster=Roster.of(entries),
             channel_by_id={c.id: c for c in org.channels},
             github_logins=logins,
+            objective_by_key={o.key: o for o in org.objectives},
         )
+
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        """Every objective in the org file, in file order."""
+        return self.org.objectives
+
+    def objective(self, key: str) -> Objective | None:
+        """An objective by its exact key."""
+        return self.objective_by_key.get(key)
 
     def seat(self, ident: str) -> Seat | None:
         """A seat by member id or any of its or its member's aliases (case-insensitive)."""

@@ -105,3 +105,24 @@ def item_seats(item_id: str) -> str:
 def slack_cooldown(channel_id: str) -> str:
     """A Slack conversation no post may go to until the key expires (after a 429 there)."""
     return f"{PREFIX}slack:cool:{channel_id}"
+
+
+def objective_samples(objective_key: str) -> str:
+    """Zset of one objective's KPI samples (member: the sample's JSON, score: its atMs)."""
+    return f"{PREFIX}kpi:{objective_key}"
+
+
+def objective_sample_ids(objective_key: str) -> str:
+    """Hash of one objective's sample ids (`{atMs}:{source}`) -> the sample's JSON, so a
+    sample posted again is recognised, and one posted again with other content is refused."""
+    return f"{PREFIX}kpi:ids:{objective_key}"
+
+
+def cost_frames(seat_id: str) -> str:
+    """Zset of one seat's turn cost frame ids, scored by the frame's atMs."""
+    return f"{PREFIX}cost:{seat_id}"
+
+
+def cost_frame_ids(seat_id: str) -> str:
+    """Hash of one seat's cost frame ids -> the frame's JSON (a frame posted again is one)."""
+    return f"{PREFIX}cost:ids:{seat_id}"

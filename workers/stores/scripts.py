@@ -17,6 +17,7 @@ from redis.commands.core import Script
 
 # Every script, and the library scripts each one is run with in front of it.
 SCRIPTS: dict[str, tuple[str, ...]] = {
+    "cost_record": (),
     "decision_record": (),
     "delivery_count": ("dead_letter",),
     "dlq_replay": ("dead_letter",),
@@ -28,6 +29,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "journal_skip": (),
     "op_finish": (),
     "park": (),
+    "sample_record": (),
     "send_abandon": (),
     "send_begin": (),
     "send_note": (),
