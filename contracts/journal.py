@@ -189,6 +189,8 @@ InboxAckVerb = Literal["ok", "beyond"]
 # sample_record: {verb, stored JSON}; cost_record: {verb} or {conflict, stored JSON}; only
 # `recorded` writes (cost_record refuses a frame older than its retention as `expired`).
 RecordVerb = Literal["recorded", "duplicate", "conflict", "expired"]
+# backlog_add: {verb, revision}; backlog_done: {verb}; only `added` and `done` write.
+BacklogVerb = Literal["added", "duplicate", "done", "already_done", "unknown"]
 
 ScriptVerb = Literal[
     SendBeginVerb,
@@ -202,5 +204,6 @@ ScriptVerb = Literal[
     InboundRecordVerb,
     InboxAckVerb,
     RecordVerb,
+    BacklogVerb,
 ]
 SCRIPT_VERBS: frozenset[ScriptVerb] = frozenset(get_args(ScriptVerb))

@@ -23,6 +23,8 @@ from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.outbound.file import FileOutbox
 from workers.settings import Settings
+from workers.stores.audit import StewardAudit
+from workers.stores.backlog import Backlog
 from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
@@ -105,6 +107,8 @@ def build_container(
         dead_letters=DeadLetters(client, max_deliveries=settings.max_deliveries),
         samples=Samples(client),
         costs=Costs(client),
+        backlog=Backlog(client),
+        audit=StewardAudit(client),
         app=app,
     )
 

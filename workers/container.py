@@ -13,6 +13,8 @@ from celery import Celery
 from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.settings import Settings
+from workers.stores.audit import StewardAudit
+from workers.stores.backlog import Backlog
 from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
@@ -35,4 +37,6 @@ class Container:
     dead_letters: DeadLetters
     samples: Samples
     costs: Costs
+    backlog: Backlog
+    audit: StewardAudit
     app: Celery | None = None

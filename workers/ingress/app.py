@@ -25,7 +25,7 @@ from starlette.middleware import Middleware
 
 from workers.clock import now_ms
 from workers.container import Container
-from workers.ingress import costs, objectives, v1
+from workers.ingress import backlog, costs, objectives, steward, v1
 from workers.ingress.accept import tracking_id_for
 from workers.ingress.deps import IngressDeps
 from workers.ingress.github import github_events
@@ -88,6 +88,8 @@ def create_ingress(
     api.include_router(v1.router)
     api.include_router(objectives.router)
     api.include_router(costs.router)
+    api.include_router(backlog.router)
+    api.include_router(steward.router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
     api.include_router(ops_router)

@@ -126,3 +126,21 @@ def cost_frames(seat_id: str) -> str:
 def cost_frame_ids(seat_id: str) -> str:
     """Hash of one seat's cost frame ids -> the frame's JSON (a frame posted again is one)."""
     return f"{PREFIX}cost:ids:{seat_id}"
+
+
+def backlog(seat_id: str) -> str:
+    """Hash of one seat's backlog items: item id (the steward's dispatch id) -> item JSON."""
+    return f"{PREFIX}backlog:{seat_id}"
+
+
+def backlog_open(seat_id: str) -> str:
+    """Zset of one seat's open backlog item ids, scored by when they were added (ms)."""
+    return f"{PREFIX}backlog:open:{seat_id}"
+
+
+STEWARD_AUDIT = f"{PREFIX}steward:audit"  # stream of every steward audit entry, all objectives
+
+
+def steward_audit(objective_key: str) -> str:
+    """Stream of one objective's steward audit entries, oldest first."""
+    return f"{PREFIX}steward:audit:{objective_key}"

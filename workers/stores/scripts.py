@@ -17,6 +17,8 @@ from redis.commands.core import Script
 
 # Every script, and the library scripts each one is run with in front of it.
 SCRIPTS: dict[str, tuple[str, ...]] = {
+    "backlog_add": (),
+    "backlog_done": (),
     "cost_record": (),
     "decision_record": (),
     "delivery_count": ("dead_letter",),

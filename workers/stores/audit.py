@@ -1,0 +1,100 @@
+"""The goal steward's audit (issue 10): every gap decision and candidate, with its gate.
+
+One steward run writes its `AuditEntry` lines with `record`: each goes, in order, to its
+objective's stream `keys.steward_audit(objective)` and to the stream of all objectives
+`keys.STEWARD_AUDIT`, as `{runId, atMs, entry}` (the entry's JSON). A run is written at most
+once per run id: `RUNS`, a zset of run id -> atMs, is the `done` marker, checked and set in
+the same MULTI (under WATCH) as the writes, so a run repeated after a crash writes nothing
+twice and a run that died before EXEC wrote nothing at all.
+
+Retention, approximate (`XADD MAXLEN ~`, so Redis trims whole nodes and a stream may hold a
+little more): `MAX_GLOBAL` entries in the global stream, `MAX_PER_OBJECTIVE` in each
+objective's. A run id is remembered for `RUN_MEMORY_MS` (30 days), far longer than a crashed
+run takes to be retried; after that the same id would be written again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+from redis.client import Pipeline
+
+from contracts.steward import AuditEntry
+from workers.stores import keys
+from workers.stores.scripts import text
+
+MAX_GLOBAL = 100_000
+MAX_PER_OBJECTIVE = 10_000
+RUN_MEMORY_MS = 30 * 86_400_000
+# The run ids already written, under the audit's own prefix; an objective key never starts
+# with ':', so no objective's stream can be this key (`record` refuses one that does).
+RUNS = keys.steward_audit(":runs")
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One stored audit line: the run that wrote it, when, and the entry."""
+
+    run_id: str
+    at_ms: int
+    entry: AuditEntry
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "atMs": self.at_ms, "entry": self.entry.to_wire()}
+
+
+class StewardAudit:
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+
+    def record(self, run_id: str, entries: Sequence[AuditEntry], *, now_ms: int) -> int:
+        """Write one run's entries, all or none, once per `run_id`; how many were written
+        (0 when this run id was already recorded)."""
+        if not run_id:
+            raise ValueError("a steward run needs a run id")
+        for entry in entries:
+            if not entry.objective_key or entry.objective_key.startswith(":"):
+                raise ValueError(f"objective key {entry.objective_key!r} cannot be audited")
+        rows = [(e.objective_key, e.model_dump_json(by_alias=True)) for e in entries]
+
+        with self.r.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(RUNS)  # type: ignore[no-untyped-call]
+                    if pipe.zscore(RUNS, run_id) is not None:
+                        return 0
+                    pipe.multi()
+                    self._write(pipe, run_id, rows, now_ms)
+                    pipe.execute()
+                    return len(rows)
+                except redis.WatchError:
+                    continue  # another run was recorded meanwhile: check this one again
+
+    @staticmethod
+    def _write(pipe: Pipeline, run_id: str, rows: list[tuple[str, str]], now_ms: int) -> None:
+        for objective, body in rows:
+            fields: dict[Any, Any] = {"runId": run_id, "atMs": now_ms, "entry": body}
+            stream = keys.steward_audit(objective)
+            pipe.xadd(stream, fields, maxlen=MAX_PER_OBJECTIVE, approximate=True)
+            pipe.xadd(keys.STEWARD_AUDIT, fields, maxlen=MAX_GLOBAL, approximate=True)
+        pipe.zadd(RUNS, {run_id: now_ms})
+        pipe.zremrangebyscore(RUNS, "-inf", f"({now_ms - RUN_MEMORY_MS}")
+
+    def read(self, objective: str | None, limit: int) -> list[AuditRecord]:
+        """The newest `limit` entries, newest first: one objective's, or every objective's."""
+        stream = keys.STEWARD_AUDIT if objective is None else keys.steward_audit(objective)
+        found: list[AuditRecord] = []
+        reply = cast(list[tuple[Any, dict[Any, Any]]], self.r.xrevrange(stream, count=limit))
+        for _id, raw in reply:
+            fields = {text(k): v for k, v in raw.items()}
+            found.append(
+                AuditRecord(
+                    run_id=text(fields["runId"]),
+                    at_ms=int(text(fields["atMs"])),
+                    entry=AuditEntry.model_validate_json(fields["entry"]),
+                )
+            )
+        return found

@@ -1,0 +1,117 @@
+"""Each seat's backlog (issue 10): what the goal steward dispatches to a seat, and the seat
+closing an item when it is done.
+
+A seat has a hash `keys.backlog(seat)` of item id -> the item's JSON (`BacklogEntry`) and a
+zset `keys.backlog_open(seat)` of the open ids scored by `addedAtMs`, oldest first. The seat's
+work revision lives in the same hash under the reserved field `REVISION_FIELD` (`:revision`;
+an item id never starts with ':', `BacklogEntry` refuses one), so one script bumps it in the
+same step that adds the item: it rises by exactly one per newly added item and never on a
+duplicate or a close. Two scripts, `backlog_add` and `backlog_done`, each write everything or
+nothing.
+
+Idempotent by id, first write wins: the id is the steward's deterministic dispatch id, so a
+second add of it is the same dispatch repeated (a rerun after a crash, a second worker), and
+it adds nothing. Content that differs under the same id is still `duplicate`, not a conflict:
+the planner derives the id from the objective, the candidate and the sample decided on, so a
+difference can only be a later run's framing (a reworded reason, a newer claim) of work the
+seat already has; replacing it would change an item under the seat's feet, and refusing it
+would make the steward's rerun fail on work that is already dispatched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from contracts.backlog import BacklogAddVerb, BacklogDoneVerb, BacklogEntry, BacklogView
+from workers.stores import keys
+from workers.stores.scripts import script, text
+
+REVISION_FIELD = ":revision"
+
+
+@dataclass(frozen=True)
+class Added:
+    status: BacklogAddVerb
+    revision: int  # the seat's work revision after the add
+
+
+@dataclass(frozen=True)
+class Closed:
+    status: BacklogDoneVerb
+    entry: BacklogEntry | None  # the stored entry; None when `unknown`
+
+
+class Backlog:
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+        self._add = script(client, "backlog_add")
+        self._done = script(client, "backlog_done")
+
+    def add(self, entry: BacklogEntry) -> Added:
+        """Put `entry` on its seat's backlog once, bumping the seat's revision; `duplicate`
+        (nothing written) when its id is there already, whatever its content."""
+        reply = self._add(
+            keys=[keys.backlog(entry.seat_id), keys.backlog_open(entry.seat_id)],
+            args=[
+                entry.id,
+                entry.model_dump_json(by_alias=True),
+                entry.added_at_ms,
+                REVISION_FIELD,
+            ],
+        )
+        verb: BacklogAddVerb = "added" if text(reply[0]) == "added" else "duplicate"
+        return Added(verb, int(reply[1]))
+
+    def get(self, seat_id: str, item_id: str) -> BacklogEntry | None:
+        """The item `item_id` of the seat, open or done; None when there is none."""
+        if item_id.startswith(":"):
+            return None
+        body = self.r.hget(keys.backlog(seat_id), item_id)
+        return None if body is None else BacklogEntry.model_validate_json(body)
+
+    def revision(self, seat_id: str) -> int:
+        """The seat's work revision: how many items were ever added to its backlog."""
+        value = self.r.hget(keys.backlog(seat_id), REVISION_FIELD)
+        return 0 if value is None else int(value)
+
+    def open_items(self, seat_id: str) -> list[BacklogEntry]:
+        """The seat's open items, oldest first (by `addedAtMs`, then id)."""
+        ids = [text(i) for i in self.r.zrange(keys.backlog_open(seat_id), 0, -1)]
+        if not ids:
+            return []
+        bodies = self.r.hmget(keys.backlog(seat_id), ids)
+        return [BacklogEntry.model_validate_json(b) for b in bodies if b is not None]
+
+    def items(self, seat_id: str, view: BacklogView = "all") -> list[BacklogEntry]:
+        """The seat's items in `view`, oldest first (by `addedAtMs`, then id)."""
+        stored = self.r.hgetall(keys.backlog(seat_id))
+        entries = [
+            BacklogEntry.model_validate_json(body)
+            for field, body in stored.items()
+            if text(field) != REVISION_FIELD
+        ]
+        chosen = [e for e in entries if e.shown_in(view)]
+        return sorted(chosen, key=lambda e: (e.added_at_ms, e.id))
+
+    def done(self, seat_id: str, item_id: str, *, by: str, now_ms: int) -> Closed:
+        """Close the seat's item once: `done` the first time, `already_done` after (the first
+        close's `doneBy` and `doneAtMs` stay), `unknown` for no such item; only `done` writes."""
+        entry = self.get(seat_id, item_id)
+        if entry is None:
+            return Closed("unknown", None)
+        if not entry.is_open:
+            return Closed("already_done", entry)
+        closed = entry.closed(by=by, now_ms=now_ms)
+        # An item's content changes only here, and the script's ZREM lets one close through.
+        reply = self._done(
+            keys=[keys.backlog(seat_id), keys.backlog_open(seat_id)],
+            args=[item_id, closed.model_dump_json(by_alias=True)],
+        )
+        verb = text(reply[0])
+        if verb == "done":
+            return Closed("done", closed)
+        if verb == "already_done":
+            return Closed("already_done", self.get(seat_id, item_id))
+        return Closed("unknown", None)
