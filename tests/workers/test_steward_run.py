@@ -1,0 +1,181 @@
+"""One steward run on a real Redis and the sample org: its backlog dispatch lands once, its
+audit is written once, a proposed objective is audited as not run, a held lease skips its
+objective, and an escalation is one journalled work report with one engagement message that
+the engagement stage turns into an ask of the named owner."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from contracts.goals import Sample
+from contracts.messages import WorkEnvelope
+from workers import bootstrap
+from workers.celery_app import create_app
+from workers.container import Container
+from workers.ingress.accept import tracking_id_for
+from workers.queues import Queue, Task, task_id
+from workers.settings import Settings
+from workers.stages.engagement import Engagement
+from workers.stages.steward_run import StewardRun, steward_lease, work_tracking_id
+from workers.stores.audit import StewardAudit
+
+pytestmark = pytest.mark.redis
+
+NOW = 1_800_000_000_000
+DAY = 86_400_000
+KEY = "review-turnaround"  # active, stewarded by seat scout, owner gus, target 24 h (down)
+SEAT = "scout"
+
+
+@pytest.fixture
+def container(redis_client: redis.Redis, redis_url: str, tmp_path: Any) -> Iterator[Container]:
+    settings = Settings(redis_url=redis_url, api_token="t", outbox_path=tmp_path / "o.jsonl")
+    yield bootstrap.build_container(settings, client=redis_client)
+
+
+@pytest.fixture
+def app(container: Container) -> Celery:
+    return create_app(container.settings, register=False)
+
+
+@pytest.fixture
+def steward(container: Container, app: Celery) -> StewardRun:
+    return StewardRun.of(container, app)
+
+
+def queued(r: redis.Redis, queue: Queue) -> list[dict[str, Any]]:
+    """The messages waiting on one broker queue (as tests/workers/test_recovery.py reads them)."""
+    found = []
+    for raw in r.lrange(queue.value, 0, -1):
+        message = json.loads(raw)
+        body = message["body"]
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args, _kwargs, _embed = json.loads(body)
+        found.append(
+            {"task": message["headers"]["task"], "id": message["headers"]["id"], "arg": args[0]}
+        )
+    return found
+
+
+def post(container: Container, value: float, at_ms: int) -> None:
+    sample = Sample.model_validate({"value": value, "source": "method", "atMs": at_ms})
+    container.samples.record(KEY, sample)
+
+
+def audit_of(audit: StewardAudit, key: str) -> list[str]:
+    return [r.entry.kind for r in audit.read(key, 100)]
+
+
+def test_a_run_dispatches_to_the_backlog_once_and_audits_each_decision_once(
+    container: Container, steward: StewardRun
+):
+    """Given one off-target sample, a run puts the playbook item on scout's backlog; the next
+    run, with that item in flight, adds nothing and audits its own (different) decision; a
+    third run deciding the same as the second writes nothing again."""
+    post(container, 40, NOW - 1_000)
+    first = steward(KEY, now_ms=NOW)
+    (dispatch,) = first.plan.dispatches
+    assert dispatch.kind == "backlog"
+    # The sample org names ben as a reviewer, so the playbook item is NEEDS_REVIEW, not SELF.
+    assert dispatch.route == "NEEDS_REVIEW"
+    assert first.dispatched == {dispatch.id: "added"}
+    assert [e.id for e in container.backlog.open_items(SEAT)] == [dispatch.id]
+    assert container.backlog.revision(SEAT) == 1
+    assert first.audited == 2
+    assert audit_of(container.audit, KEY) == ["candidate", "gap_decision"]
+
+    again = steward(KEY, now_ms=NOW + 60_000)
+    assert again.plan.dispatches == ()  # one item in flight, trend unknown: log
+    assert again.audited == 2
+    assert [e.id for e in container.backlog.open_items(SEAT)] == [dispatch.id]
+    assert container.backlog.revision(SEAT) == 1
+
+    third = steward(KEY, now_ms=NOW + 120_000)
+    assert third.plan.dispatches == () and third.audited == 0
+    assert len(audit_of(container.audit, KEY)) == 4
+
+
+def test_a_proposed_objective_is_audited_as_not_run(container: Container, steward: StewardRun):
+    """The proposed objective of the sample org is not run, and the audit says so."""
+    result = steward(now_ms=NOW)
+    outcomes = {o.objective_key: o.status for o in result.plan.outcomes}
+    assert outcomes["invoices-paid-on-time"] == "not_run"
+    assert audit_of(container.audit, "invoices-paid-on-time") == ["not_run"]
+
+
+def test_a_held_lease_skips_the_objective(
+    container: Container, steward: StewardRun, redis_client: redis.Redis
+):
+    """An objective whose lease another run holds is skipped, said so, and left untouched."""
+    post(container, 40, NOW - 1_000)
+    redis_client.set(steward_lease(KEY), "someone-else", px=60_000)
+    result = steward(KEY, now_ms=NOW)
+    assert [(s.objective_key, s.reason) for s in result.skipped] == [
+        (KEY, "another steward run holds its lease")
+    ]
+    assert result.plan.outcomes == ()
+    assert container.backlog.open_items(SEAT) == []
+    assert redis_client.get(steward_lease(KEY)) == b"someone-else"
+
+
+def test_a_run_releases_its_own_lease(
+    container: Container, steward: StewardRun, redis_client: redis.Redis
+):
+    """After a run, the objective's lease is free for the next run."""
+    steward(KEY, now_ms=NOW)
+    assert redis_client.get(steward_lease(KEY)) is None
+
+
+def test_an_escalation_is_one_work_report_and_one_engagement_message(
+    container: Container, steward: StewardRun, redis_client: redis.Redis
+):
+    """With its item in flight and a flat trend, the run escalates: one work report is
+    journalled and one engagement message enqueued; a rerun adds neither."""
+    post(container, 40, NOW - 15 * DAY)  # two weekly periods back: a flat trend
+    post(container, 40, NOW - 1_000)
+    steward(KEY, now_ms=NOW)  # create: the backlog item is now in flight
+    result = steward(KEY, now_ms=NOW + 1_000)
+    (dispatch,) = result.plan.dispatches
+    assert (dispatch.route, dispatch.target_id) == ("escalate", "gus")
+    assert result.dispatched == {dispatch.id: "new"}
+    tracking = work_tracking_id(SEAT, dispatch.id, 1)
+    entry = container.journal.get(tracking)
+    assert entry is not None and entry["state"] == "accepted"
+    messages = queued(redis_client, Queue.ENGAGEMENT)
+    assert [(m["task"], m["id"]) for m in messages] == [
+        (Task.ENGAGEMENT.value, task_id(tracking, Queue.ENGAGEMENT))
+    ]
+
+    rerun = steward(KEY, now_ms=NOW + 2_000)
+    assert rerun.dispatched == {dispatch.id: "duplicate"}
+    assert len(queued(redis_client, Queue.ENGAGEMENT)) == 1
+
+
+def test_the_engagement_stage_asks_the_named_owner(
+    container: Container, steward: StewardRun, redis_client: redis.Redis
+):
+    """The escalation's work report, run through the engagement stage, engages gus."""
+    post(container, 40, NOW - 15 * DAY)  # two weekly periods back: a flat trend
+    post(container, 40, NOW - 1_000)
+    steward(KEY, now_ms=NOW)
+    steward(KEY, now_ms=NOW + 1_000)
+    (message,) = queued(redis_client, Queue.ENGAGEMENT)
+    env = WorkEnvelope.model_validate(message["arg"])
+    assert env.report.blocker is not None and env.report.blocker.kind == "decision"
+    decision = Engagement.of(container)(env)
+    assert decision is not None and decision.decision.engage
+    assert [t.member_id for t in decision.decision.targets] == ["gus"]
+    assert decision.decision.targets[0].rung == "explicit"
+
+
+def test_the_tracking_id_is_the_ingress_one():
+    """A steward report gets the tracking id the ingress would give the same report."""
+    assert work_tracking_id(SEAT, "stw_1", 1) == tracking_id_for(SEAT, "stw_1", 1)

@@ -1,0 +1,277 @@
+"""One goal-steward run (issue 10 points 2 and 3): the shell around `plan_run`. Not pure.
+
+For each objective of the org view (or the one asked for), under a per-objective lease in
+Redis: load its samples, the steward seat's open backlog items for it, its spend over the
+budget window and its playbook (the planner draws the playbook itself; there is no proposer
+endpoint yet), call `plan_run`, write the audit, then carry out each dispatch:
+
+- backlog routes (SELF, COLLABORATE, NEEDS_REVIEW, drift) -> `Backlog.add` under the dispatch
+  id, on the steward seat's backlog (idempotent by id);
+- engagement routes (HANDOFF, escalate) -> a blocked work report of the steward seat whose
+  blocker names the target as its owner, journalled and enqueued to the engagement stage as
+  the ingress does (work id = dispatch id, revision 1: a repeat is a journal `duplicate`).
+
+The audit is written first (write-ahead): a run that dies in its dispatches is run again with
+the same plan, so the same run id (nothing audited twice) and the same dispatch ids (nothing
+done twice). The run id is per (objective, sample decided on, what was decided): a later run
+on the same sample that decides something new (an escalation once its own item is in flight)
+is a new run id and is audited; one that decides the same is not written again.
+
+Not a stage module yet: it declares no `TASK`. Its row in the stage table (a `steward` queue
+on beat, `SEATWIRE_STEWARD_INTERVAL_S`) is still to come; nothing runs it on a schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import redis
+from celery import Celery
+
+from contracts import WorkReport
+from contracts.backlog import BacklogEntry, BacklogRoute
+from contracts.goals import Objective, Sample
+from contracts.messages import WorkEnvelope
+from contracts.steward import Dispatch, ObjectiveOutcome, RunPlan, RunTotals
+from contracts.work import BlockerKind
+from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS
+from pipeline.goals.steward import plan_run
+from pipeline.money import budget_window
+from workers.broker import publish
+from workers.container import Container
+from workers.org import OrgSource
+from workers.queues import FIRST_TASK
+from workers.stores import keys
+from workers.stores.audit import StewardAudit
+from workers.stores.backlog import Backlog
+from workers.stores.costs import Costs
+from workers.stores.journal import Journal
+from workers.stores.samples import Samples
+from workers.stores.scripts import text
+
+LEASE_MS = 60_000
+# What the blocker of an engagement dispatch is, by route: the owner's decision, or the
+# handoff target's part of the work (what the seat cannot get on its own).
+BLOCKER_KIND: dict[str, BlockerKind] = {"escalate": "decision", "HANDOFF": "information"}
+
+
+def steward_lease(objective_key: str) -> str:
+    """The key of one objective's steward-run lease. Belongs in workers/stores/keys.py (the
+    one module of key names); kept here until that file may change."""
+    return f"{keys.PREFIX}steward:lease:{objective_key}"
+
+
+def work_tracking_id(seat_id: str, work_id: str, revision: int) -> str:
+    """The ingress's `tracking_id_for`, the same formula: stages may not import the ingress
+    (its room is beside theirs), so a steward report gets the id a posted one would."""
+    digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
+    return f"wr-{digest[:24]}"
+
+
+def run_id_for(outcome: ObjectiveOutcome) -> str:
+    """The id a run's audit is recorded under: the objective, the sample decided on, and what
+    was decided (the gap action, and per audit line its kind, candidate, gate and dispatch).
+    A run repeated after a crash decides the same and records nothing twice; a later run on
+    the same sample that decides otherwise (work now in flight: `escalate`) is audited too."""
+    ref = outcome.latest_sample
+    decided = [
+        [e.kind, e.action, e.candidate_key, e.admitted, e.gate, e.dispatch_id]
+        for e in outcome.audit
+    ]
+    material = json.dumps(
+        [outcome.objective_key, f"{ref.at_ms}:{ref.source}" if ref else None, decided],
+        sort_keys=True,
+    )
+    return "stwrun_" + hashlib.sha256(material.encode()).hexdigest()[:24]
+
+
+def work_report_of(dispatch: Dispatch) -> WorkReport:
+    """An engagement dispatch as the steward seat's blocked work, naming the target."""
+    return WorkReport.model_validate(
+        {
+            "id": dispatch.id,
+            "revision": 1,
+            "title": dispatch.title,
+            "summary": dispatch.reason,
+            "scope": dispatch.objective_key,
+            "state": "blocked",
+            "selfServeExhausted": True,
+            "blocker": {
+                "kind": BLOCKER_KIND[dispatch.route],
+                "ownerId": dispatch.target_id,
+                "scope": dispatch.title,
+                "detail": dispatch.reason,
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An objective this run did not plan, and why (its lease is held, it is unknown)."""
+
+    objective_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StewardResult:
+    """A run: the plan of the objectives it ran, those it skipped, what each dispatch did
+    (`added`/`duplicate` on the backlog; `new`/`requeued`/`duplicate`/`conflict` in the
+    journal) and how many audit lines it wrote (0 for a repeat)."""
+
+    plan: RunPlan
+    skipped: tuple[Skipped, ...] = ()
+    dispatched: Mapping[str, str] = field(default_factory=dict)
+    audited: int = 0
+
+
+@dataclass
+class StewardRun:
+    client: redis.Redis
+    org: OrgSource
+    samples: Samples
+    backlog: Backlog
+    costs: Costs
+    audit: StewardAudit
+    journal: Journal
+    app: Celery
+    lease_ms: int = LEASE_MS
+    new_token: Callable[[], str] = lambda: secrets.token_hex(8)
+
+    @classmethod
+    def of(cls, c: Container, app: Celery | None = None) -> StewardRun:
+        celery = app if app is not None else c.app
+        if celery is None:
+            raise ValueError("a steward run enqueues engagements: it needs a Celery app")
+        return cls(
+            client=c.redis,
+            org=c.org,
+            samples=c.samples,
+            backlog=c.backlog,
+            costs=c.costs,
+            audit=c.audit,
+            journal=c.journal,
+            app=celery,
+        )
+
+    def __call__(self, objective_key: str | None = None, *, now_ms: int) -> StewardResult:
+        """Run every objective (or the one named) once, each under its lease."""
+        view, _degraded = self.org.current()
+        skipped: list[Skipped] = []
+        if objective_key is None:
+            objectives = view.objectives
+        else:
+            found = view.objective(objective_key)
+            objectives = (found,) if found is not None else ()
+            if found is None:
+                skipped.append(Skipped(objective_key, "no such objective in the org file"))
+        outcomes: list[ObjectiveOutcome] = []
+        dispatched: dict[str, str] = {}
+        audited = 0
+        for obj in objectives:
+            token = self._take(obj.key)
+            if token is None:
+                skipped.append(Skipped(obj.key, "another steward run holds its lease"))
+                continue
+            try:
+                outcome, written = self._plan_and_audit(obj, now_ms)
+                dispatched.update((d.id, self._dispatch(d, now_ms)) for d in outcome.dispatches)
+            finally:
+                self._release(obj.key, token)
+            outcomes.append(outcome)
+            audited += written
+        plan = RunPlan(now_ms=now_ms, outcomes=tuple(outcomes), totals=RunTotals.of(outcomes))
+        return StewardResult(plan, tuple(skipped), dispatched, audited)
+
+    # ------------------------------------------------------------------ one objective
+
+    def _plan_and_audit(self, obj: Objective, now_ms: int) -> tuple[ObjectiveOutcome, int]:
+        """Load the objective's inputs, plan it, and write its audit once per run id."""
+        lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[obj.cadence]
+        samples: list[Sample] = self.samples.for_gap(obj.key, lookback)
+        seat = obj.seat_id or obj.adopted_by
+        entries = self.backlog.open_items(seat) if seat else []
+        items = [e.as_item() for e in entries if e.objective_key == obj.key]
+        since, until = budget_window(obj.cadence, now_ms)
+        spend = {obj.key: self.costs.spend(obj.key, since_ms=since, until_ms=until)}
+        plan = plan_run([obj], {obj.key: samples}, items, spend, now_ms)
+        outcome = plan.outcomes[0]
+        written = self.audit.record(run_id_for(outcome), outcome.audit, now_ms=now_ms)
+        return outcome, written
+
+    def _dispatch(self, d: Dispatch, now_ms: int) -> str:
+        if d.kind == "engagement":
+            return self._engage(d, now_ms)
+        route: BacklogRoute = d.route  # type: ignore[assignment]  # a backlog kind's route
+        entry = BacklogEntry(
+            id=d.id,
+            seat_id=d.seat_id,
+            objective_key=d.objective_key,
+            title=d.title,
+            route=route,
+            added_at_ms=now_ms,
+            review=d.review,
+            claim=d.claim,
+            candidate=d.candidate,
+        )
+        return self.backlog.add(entry).status
+
+    def _engage(self, d: Dispatch, now_ms: int) -> str:
+        """Journal the work report, publish its engagement task, mark it enqueued: the
+        ingress's `CeleryIntake`, synchronously. A repeat is `duplicate` and publishes
+        nothing, unless the first try was journalled but never enqueued."""
+        report = work_report_of(d)
+        tracking = work_tracking_id(d.seat_id, report.id, report.revision)
+        payload = WorkEnvelope(
+            tracking_id=tracking, seat_id=d.seat_id, accepted_at_ms=now_ms, report=report
+        ).model_dump_json(by_alias=True)
+        fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+        result = self.journal.accept(
+            tracking,
+            kind="work",
+            seat_id=d.seat_id,
+            payload=payload,
+            now_ms=now_ms,
+            fingerprint=fingerprint,
+        )
+        if not result.new and result.fingerprint not in ("", fingerprint):
+            return "conflict"
+        if not result.new and not (result.state == "accepted" and not result.enqueued):
+            return "duplicate"
+        message = json.loads(payload)
+        if not result.new:
+            stored = self.journal.get(tracking)
+            message = stored["payload"] if stored else message
+        publish(self.app, FIRST_TASK["work"], tracking, message)
+        self.journal.mark_enqueued(tracking, now_ms)
+        return "new" if result.new else "requeued"
+
+    # ------------------------------------------------------------------ the lease
+
+    def _take(self, objective_key: str) -> str | None:
+        """This run's token on the objective's lease, or None when another run holds it."""
+        token = self.new_token()
+        taken = self.client.set(steward_lease(objective_key), token, nx=True, px=self.lease_ms)
+        return token if taken else None
+
+    def _release(self, objective_key: str, token: str) -> None:
+        """Delete the lease only while it is still ours (compare-and-delete under WATCH; no
+        Lua, which lives in the scripts registry only). A lease that lapsed and was taken
+        over is left to its new holder; if Redis fails here the lease simply expires."""
+        key = steward_lease(objective_key)
+        with self.client.pipeline() as pipe:
+            try:
+                pipe.watch(key)  # type: ignore[no-untyped-call]
+                held = pipe.get(key)
+                if held is None or text(held) != token:
+                    return
+                pipe.multi()
+                pipe.delete(key)
+                pipe.execute()
+            except redis.RedisError:
+                return  # it changed hands meanwhile (WatchError), or Redis failed: it expires
