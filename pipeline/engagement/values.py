@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel
 
+from pipeline.js import truthy
+
 EMPTY: Mapping[str, object] = {}
 
 
@@ -39,14 +41,7 @@ def text(value: object) -> str:
 
 def given(value: object) -> bool:
     """JavaScript truthiness (the seed's `x || null`): an empty object still counts as given."""
-    value = plain(value)
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int | float):
-        return value == value and value != 0
-    if isinstance(value, str):
-        return value != ""
-    return True
+    return truthy(plain(value))
 
 
 def texts(value: object) -> tuple[str, ...]:

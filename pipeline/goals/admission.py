@@ -17,7 +17,7 @@ trend the open-items half of dedupe could never fire, and "you already have this
 more useful refusal. A rejection is returned with its gate, its reason and the trail of every
 check so far, never dropped: the steward audits each one.
 
-Inputs are the seed's: camelCase mappings (read by JavaScript's rules, `pipeline.goals.js`) or
+Inputs are the seed's: camelCase mappings (read by JavaScript's rules, `pipeline.js`) or
 the contracts. Reasons are the seed's words, numbers printed as its JavaScript prints them.
 Money: the seed's `estCents` / `remainingCents`, unless the candidate's `estMicros` and the
 context's `remainingMicros` are both given, which then decide and are named in micros.
@@ -40,7 +40,8 @@ from contracts.goals import (
     Staleness,
     WorkCandidate,
 )
-from pipeline.goals.js import (
+from pipeline.goals.kpi import WORK_CREATING_SOURCES
+from pipeline.js import (
     EMPTY,
     concat,
     either,
@@ -54,7 +55,6 @@ from pipeline.goals.js import (
     to_number,
     truthy,
 )
-from pipeline.goals.kpi import WORK_CREATING_SOURCES
 
 GATES: tuple[Gate, ...] = get_args(Gate)
 MAX_OPEN_PER_OBJECTIVE = 3

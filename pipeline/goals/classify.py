@@ -14,7 +14,7 @@ engagement's. Collaborators come from the candidate and from the objective it ad
 objective-level REVIEWER reviews every task under it); this seat is never its own doer,
 reviewer, approver or contributor. It decides, it does not act: dispatch is the shell's.
 
-Inputs are the seed's camelCase mappings (read by JavaScript's rules, `pipeline.goals.js`) or
+Inputs are the seed's camelCase mappings (read by JavaScript's rules, `pipeline.js`) or
 the contracts (`WorkCandidate`, `Objective`, `Peer`, `Collaborator`).
 """
 
@@ -37,7 +37,7 @@ from contracts.goals import (
     PeerCover,
     WorkCandidate,
 )
-from pipeline.goals.js import EMPTY, concat, either, field, is_array, items, js_str, present, truthy
+from pipeline.js import EMPTY, concat, either, field, is_array, items, js_str, present, truthy
 
 WORK_DISPOSITIONS: tuple[Disposition, ...] = get_args(Disposition)
 COLLABORATOR_ROLES: tuple[CollaboratorRole, ...] = get_args(CollaboratorRole)

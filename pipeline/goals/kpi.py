@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from contracts.goals import Gap, Objective, Sample, Trend
-from pipeline.goals.js import field, is_finite, js_str, present
+from pipeline.js import field, is_finite, js_str, present
 
 WORK_CREATING_SOURCES = ("method", "human")
 

@@ -9,19 +9,16 @@ gate that reads the spend belongs to the goal steward.
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
 
 from contracts import Seat
 from contracts.money import CostFrame
 from pipeline.money import charge_of
 from workers.ingress.deps import Deps
-from workers.ingress.http import Refusal, invalid, problem
-from workers.ingress.v1 import read_json, require_token
+from workers.ingress.http import Refusal, json_body, problem, validated
+from workers.ingress.v1 import read_json, require_token, same_seat
 from workers.stores.costs import FrameConflict, FrameExpired, totals
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
@@ -98,19 +95,6 @@ async def get_cost(
 def cost_frame(raw: bytes, seat: Seat, named: str) -> CostFrame:
     """The frame in the body, for the seat the path names (`named`); a 422 Refusal naming
     the field that is wrong."""
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        detail = [{"field": "(body)", "message": str(exc), "type": "json_invalid"}]
-        raise Refusal(
-            problem(422, "invalid_json", f"the body is not JSON: {exc}", detail=detail)
-        ) from None
-    try:
-        frame = CostFrame.model_validate(data)
-    except ValidationError as exc:
-        raise Refusal(invalid("invalid_cost_frame", exc)) from None
-    if frame.seat_id is not None and seat.answers_to(frame.seat_id) is False:
-        message = f"seatId: {frame.seat_id!r} does not match the seat in the path ({named!r})"
-        detail = [{"field": "seatId", "message": "does not match the path", "type": "value_error"}]
-        raise Refusal(problem(422, "invalid_cost_frame", message, detail=detail))
+    frame = validated(json_body(raw), CostFrame, "invalid_cost_frame")
+    same_seat(frame.seat_id, seat, named, "invalid_cost_frame")
     return frame

@@ -19,7 +19,7 @@ import redis
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from kombu.exceptions import OperationalError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 UNAVAILABLE = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
 
@@ -112,6 +112,28 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
         }
         for err in exc.errors()
     ]
+
+
+def json_body(raw: bytes) -> object:
+    """The body as JSON; a 422 Refusal (`invalid_json`, field `(body)`) when it is not."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        detail = [{"field": "(body)", "message": str(exc), "type": "json_invalid"}]
+        raise Refusal(
+            problem(422, "invalid_json", f"the body is not JSON: {exc}", detail=detail)
+        ) from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(data: object, model: type[M], error: str) -> M:
+    """`data` as `model`; a 422 Refusal (`error`) naming every field that is wrong."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise Refusal(invalid(error, exc)) from None
 
 
 def invalid(error: str, exc: ValidationError) -> JSONResponse:

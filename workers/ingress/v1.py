@@ -28,11 +28,13 @@ from workers.ingress.http import (
     Refusal,
     invalid,
     json_answer,
+    json_body,
     media_type,
     problem,
     read_body,
     read_capped,
     unsupported_media,
+    validated,
 )
 from workers.stores.inbox import AckBeyondLast
 
@@ -166,22 +168,17 @@ async def read_json(request: Request, cap: int) -> bytes:
 def work_report(raw: bytes, seat: Seat, named: str) -> WorkReport:
     """The report in the body, for the seat the path names (`named`); a 422 Refusal naming
     the field that is wrong."""
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        detail = [{"field": "(body)", "message": str(exc), "type": "json_invalid"}]
-        raise Refusal(
-            problem(422, "invalid_json", f"the body is not JSON: {exc}", detail=detail)
-        ) from None
-    try:
-        report = WorkReport.model_validate(data)
-    except ValidationError as exc:
-        raise Refusal(invalid("invalid_work_report", exc)) from None
-    if report.seat_id is not None and seat.answers_to(report.seat_id) is False:
-        message = f"seatId: {report.seat_id!r} does not match the seat in the path ({named!r})"
-        detail = [{"field": "seatId", "message": "does not match the path", "type": "value_error"}]
-        raise Refusal(problem(422, "invalid_work_report", message, detail=detail))
+    report = validated(json_body(raw), WorkReport, "invalid_work_report")
+    same_seat(report.seat_id, seat, named, "invalid_work_report")
     return report
+
+
+def same_seat(claimed: str | None, seat: Seat, named: str, error: str) -> None:
+    """A 422 Refusal (`error`, field `seatId`) when a body names another seat than its path."""
+    if claimed is not None and seat.answers_to(claimed) is False:
+        message = f"seatId: {claimed!r} does not match the seat in the path ({named!r})"
+        detail = [{"field": "seatId", "message": "does not match the path", "type": "value_error"}]
+        raise Refusal(problem(422, error, message, detail=detail))
 
 
 async def ack_position(request: Request) -> int:

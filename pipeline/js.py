@@ -1,9 +1,9 @@
-"""How seed 001's JavaScript reads and prints a loose value, in one place. Pure.
+"""How the seeds' JavaScript reads and prints a loose value, in one place. Pure.
 
-The goal functions take the seed's camelCase mappings or the contracts, and must decide and word
-their reasons exactly as the seed does. The seed reads with JavaScript's rules (`x || {}`,
-`Number(x)`, `Number.isFinite(x)`, `String(x)`, template literals, `toFixed`), so those rules
-live here and every module reads through them.
+The goal functions take the seed's camelCase mappings or the contracts, and must decide and
+word their reasons exactly as the seed does (the engagement's `given` reads truthiness here
+too). The seeds read with JavaScript's rules (`x || {}`, `Number(x)`, `Number.isFinite(x)`,
+`String(x)`, template literals, `toFixed`), so those rules live here.
 
 `undefined` and `null` differ in JavaScript (`Number(undefined)` is NaN, `Number(null)` is 0):
 a mapping's missing key reads as `UNDEFINED` and its `None` as `null`. An object's attribute
