@@ -4,6 +4,9 @@ the backlog store keeps it and `GET /v1/seats/{seat}/backlog` returns it. Pure d
 The id is the steward's dispatch id (`pipeline.goals.dispatch_ids`), so a dispatch repeated
 after a crash names the same entry. The route is the dispatch's: SELF, COLLABORATE (with its
 `claim`), NEEDS_REVIEW (with its `review`), or `drift` (restore the measurement).
+
+A COLLABORATE item's exclusive claim (`workers.stores.claims`) is described here too: the
+verbs its scripts answer, its stored state and its history events.
 """
 
 from __future__ import annotations
@@ -68,3 +71,62 @@ class BacklogEntry(Wire):
             seat_id=self.seat_id,
             state=self.state,
         )
+
+
+# --------------------------------------------------------------------- claims
+
+# `Claims.take`: only `held` and `not_open` write nothing.
+ClaimTakeVerb = Literal[
+    "taken",  # nobody held it: the caller does now
+    "renewed",  # the caller held it already: its lease is extended
+    "held",  # another seat holds an unlapsed lease: nothing written
+    "takeover",  # the holder's lease lapsed: the caller holds it now, and that is recorded
+    "not_open",  # the item is not open on its owner's backlog: nothing written
+]
+# `Claims.release` and `Claims.close`: only `released` writes.
+ClaimReleaseVerb = Literal["released", "not_holder", "none"]
+# What a claim's history records, one event per write.
+ClaimEventKind = Literal["taken", "renewed", "takeover", "released"]
+
+
+class ClaimState(Wire):
+    """Who holds an item's claim now, as stored: raw, with no clock in it (see `lapsed`)."""
+
+    item_id: str
+    holder_id: str
+    owner_id: str  # the seat whose backlog holds the item
+    since_ms: StrictInt  # when this holder took it (a renewal keeps it)
+    until_ms: StrictInt  # when the lease lapses unless renewed
+
+    def lapsed(self, now_ms: int) -> bool:
+        """Whether another collaborator may take the claim over at `now_ms`."""
+        return self.until_ms <= now_ms
+
+
+class ClaimResult(Wire):
+    """What one take did. `holderId`/`untilMs` are the claim after it (the other seat's on
+    `held`); `previousHolderId` is the lapsed holder on `takeover`; `not_open` has neither."""
+
+    status: ClaimTakeVerb
+    item_id: str
+    holder_id: str | None = None
+    owner_id: str | None = None
+    since_ms: StrictInt | None = None
+    until_ms: StrictInt | None = None
+    previous_holder_id: str | None = None
+
+    @property
+    def holds(self) -> bool:
+        """Whether the caller holds the claim after this take."""
+        return self.status in ("taken", "renewed", "takeover")
+
+
+class ClaimEvent(Wire):
+    """One write to a claim: who did it (`seatId`), whose it was before (`previousHolderId`:
+    the lapsed holder of a takeover, the released holder of a release), and when."""
+
+    event: ClaimEventKind
+    seat_id: str
+    previous_holder_id: str | None = None
+    at_ms: StrictInt
+    until_ms: StrictInt | None = None  # the lease end a take or renewal set

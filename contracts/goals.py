@@ -110,6 +110,16 @@ class Objective(StrictWire):
     review_by: str | None = None
     seat_id: str | None = None
 
+    @property
+    def is_active(self) -> bool:
+        """Adopted and run by the steward; a proposed or retired objective creates no work."""
+        return self.state == "active"
+
+    @property
+    def steward_seat(self) -> str | None:
+        """The seat that stewards it: `seatId`, else the seat that adopted it."""
+        return self.seat_id or self.adopted_by
+
     @field_validator("tolerance")
     @classmethod
     def _non_negative(cls, value: int | float) -> int | float:

@@ -191,6 +191,12 @@ InboxAckVerb = Literal["ok", "beyond"]
 RecordVerb = Literal["recorded", "duplicate", "conflict", "expired"]
 # backlog_add: {verb, revision}; backlog_done: {verb}; only `added` and `done` write.
 BacklogVerb = Literal["added", "duplicate", "done", "already_done", "unknown"]
+# claim_take: {verb, holder, untilMs, sinceMs, previous}; claim_release: {verb, holder}
+# (contracts.backlog.ClaimTakeVerb and ClaimReleaseVerb); `held`, `not_open`, `not_holder`
+# and `none` write nothing.
+ClaimVerb = Literal[
+    "taken", "renewed", "held", "takeover", "not_open", "released", "not_holder", "none"
+]
 
 ScriptVerb = Literal[
     SendBeginVerb,
@@ -205,5 +211,6 @@ ScriptVerb = Literal[
     InboxAckVerb,
     RecordVerb,
     BacklogVerb,
+    ClaimVerb,
 ]
 SCRIPT_VERBS: frozenset[ScriptVerb] = frozenset(get_args(ScriptVerb))

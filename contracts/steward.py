@@ -8,30 +8,43 @@ In, what the shell loads before a run and `pipeline.goals.steward.plan_run` read
                          candidate}; a proposer's flat candidate object is read as one too
     ObjectiveProposals   an objective's candidates and its proposer's failures
     RunPolicy            the caps, the mandate cache's freshness, what each seat reaches
+    Override             an operator's push of one rejected candidate past the wip, trend or
+                         budget gate (never honesty, adoption, provenance, freshness, dedupe),
+                         used once: by the dispatch it enabled
     RunInputs            all of the above for one run, validated in one place
 
 Out, the plan the shell acts on and writes to the audit:
 
     Dispatch             one thing to do, under a deterministic id the shell does at most once
     AuditEntry           one line of the steward audit: a gap decision, a candidate (admitted
-                         or refused, with its gate and check trail), a proposer failure, or an
-                         objective that was not run
+                         or refused, with its gate and check trail, and the override that
+                         pushed it past a gate), a proposer failure, an objective that was not
+                         run, or an operator's override request
     ObjectiveOutcome     one objective's gap, decision, audit lines and dispatches
     RunPlan              every objective's outcome, in input order, and the totals
 
 Money is integer micro-USD. Lenient (`Wire`): these are the shell's own stored shapes and a
-proposer's output, not a person's typing.
+proposer's output, not a person's typing; the one exception is `OverrideRequest`, a person's
+HTTP body, which is strict (`StrictWire`: unknown keys and coerced types refused).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BeforeValidator, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
-from contracts._base import Wire
+from contracts._base import StrictWire, Wire
 from contracts.goals import (
+    Admission,
     AdmissionCheck,
     Classification,
     ClassificationReason,
@@ -53,8 +66,13 @@ CandidateSource = Literal["playbook", "proposer"]
 DispatchKind = Literal["backlog", "engagement"]
 # What made the dispatch: a candidate's disposition, or the gap decision itself.
 DispatchRoute = Literal["SELF", "COLLABORATE", "HANDOFF", "NEEDS_REVIEW", "escalate", "drift"]
-AuditKind = Literal["not_run", "proposer_failed", "gap_decision", "candidate"]
+AuditKind = Literal["not_run", "proposer_failed", "gap_decision", "candidate", "override"]
 OutcomeStatus = Literal["run", "not_run"]
+# The gates a named person may push a candidate past. Never adoption, honesty or provenance
+# (nor freshness, dedupe): those say the work should not exist, not that it must wait.
+OverridableGate = Literal["wip", "trend", "budget"]
+OVERRIDABLE_GATES: tuple[OverridableGate, ...] = get_args(OverridableGate)
+MAX_OVERRIDE_REASON = 500
 
 
 def _micros(value: object) -> object:
@@ -123,9 +141,93 @@ class RunPolicy(Wire):
     peers: tuple[Peer, ...] = ()
 
 
+def _gate_set(gates: tuple[OverridableGate, ...]) -> tuple[OverridableGate, ...]:
+    """Non-empty, each gate once, in `OVERRIDABLE_GATES` order."""
+    if not gates:
+        raise ValueError(f"name at least one of {', '.join(OVERRIDABLE_GATES)}")
+    return tuple(g for g in OVERRIDABLE_GATES if g in gates)
+
+
+class Override(Wire):
+    """A named person's push of one candidate of one objective past some overridable gates.
+
+    Active while `usedBy` is None; the dispatch it enabled (`usedBy`, a dispatch id) uses it
+    up. `candidateKey` is `pipeline.goals.dispatch_ids.candidate_key(candidateTitle)`.
+    """
+
+    id: str = Field(min_length=1)
+    objective_key: str = Field(min_length=1)
+    candidate_key: str = Field(min_length=1)
+    candidate_title: str = Field(min_length=1)
+    gates: tuple[OverridableGate, ...] = OVERRIDABLE_GATES
+    by: str = Field(min_length=1)
+    reason: str = Field(min_length=1, max_length=MAX_OVERRIDE_REASON)
+    at_ms: int = Field(ge=0)
+    used_by: str | None = None
+    used_at_ms: int | None = None
+
+    _gates = field_validator("gates")(_gate_set)
+
+    @property
+    def active(self) -> bool:
+        """Not yet used by a dispatch."""
+        return self.used_by is None
+
+
+class OverrideRequest(StrictWire):
+    """`POST /v1/steward/overrides`: push candidate (a title) of objective past `gates`."""
+
+    objective: StrictStr = Field(min_length=1)
+    candidate: StrictStr = Field(min_length=1)
+    by: StrictStr = Field(min_length=1)
+    reason: StrictStr = Field(min_length=1, max_length=MAX_OVERRIDE_REASON)
+    gates: tuple[OverridableGate, ...] = OVERRIDABLE_GATES
+
+    _gates = field_validator("gates")(_gate_set)
+
+    @field_validator("objective", "candidate", "by", "reason")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
+class OverrideNote(Wire):
+    """On an audit line: whose override, why, and the gates it pushed past (on a candidate's
+    line, only those that would have refused it; on the override's own line, those asked)."""
+
+    id: str
+    by: str
+    reason: str
+    gates: tuple[OverridableGate, ...] = ()
+
+
+class OverrideRef(Wire):
+    """On a dispatch: the override it uses up, so the shell consumes it once dispatched."""
+
+    id: str
+    candidate_key: str
+    by: str
+
+
+class OverriddenAdmission(Admission):
+    """`admit`'s verdict when it was asked to override gates: `overridden` names the gates that
+    would have refused and were passed instead. Emitted on the wire only when non-empty."""
+
+    overridden: tuple[Gate, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = super().to_wire()
+        if not self.overridden:
+            wire.pop("overridden", None)
+        return wire
+
+
 class RunInputs(Wire):
     """What one run reads; `samples`, `spend` (micro-USD, already summed over each budget
-    window) and `proposals` are keyed by objective key, and a missing key means none."""
+    window) and `proposals` are keyed by objective key, and a missing key means none.
+    `overrides` are the operators' overrides; only the active ones are used."""
 
     now_ms: StrictInt = Field(ge=0)
     objectives: tuple[Objective, ...] = ()
@@ -134,6 +236,7 @@ class RunInputs(Wire):
     spend: Mapping[str, Micros] = Field(default_factory=dict)
     proposals: Mapping[str, ObjectiveProposals] = Field(default_factory=dict)
     policy: RunPolicy = RunPolicy()
+    overrides: tuple[Override, ...] = ()
 
     @field_validator("objectives")
     @classmethod
@@ -187,6 +290,7 @@ class Dispatch(Wire):
     claim: Claim | None = None
     review: ReviewRequirement | None = None
     decided_on: SampleRef | None = None
+    override: OverrideRef | None = None  # consume it once this is done
 
 
 class AuditEntry(Wire):
@@ -205,6 +309,7 @@ class AuditEntry(Wire):
     disposition: Disposition | None = None
     dispatch_id: str | None = None
     note: str | None = None
+    override: OverrideNote | None = None  # the override that admitted it, or this request
 
 
 class ObjectiveOutcome(Wire):

@@ -236,6 +236,8 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.embedded",
             "workers.demo",
             "workers.cli",
+            "workers.steward_cli",
+            "workers.steward_demo",
         ),
     ),
 )
@@ -389,11 +391,11 @@ def test_the_walk_sees_the_rooms() -> None:
 
 
 def test_compose_runs_one_worker_pool_per_stage_queue_and_one_beat() -> None:
-    """compose.yaml's worker services consume exactly the stage table's queues, and one
-    service runs beat."""
+    """compose.yaml's worker services consume exactly the stage table's worker queues (the
+    steward's included), and one service runs beat."""
     import yaml
 
-    from workers.queues import STAGE_QUEUES
+    from workers.queues import WORKER_QUEUES
 
     services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
     consumed: list[str] = []
@@ -404,5 +406,5 @@ def test_compose_runs_one_worker_pool_per_stage_queue_and_one_beat() -> None:
             consumed += command[command.index("--queues") + 1].split(",")
         elif command[:2] == ["seatwire", "beat"]:
             beats += 1
-    assert sorted(consumed) == sorted(q.value for q in STAGE_QUEUES)
+    assert sorted(consumed) == sorted(q.value for q in WORKER_QUEUES)
     assert beats == 1

@@ -158,6 +158,13 @@ HASH_FIELDS = frozenset(
         "task",
         "message",
         "replayedAtMs",
+        # COLLABORATE claim (claim_take, claim_release): the hash and its history stream
+        "holder",
+        "ownerId",
+        "sinceMs",
+        "untilMs",
+        "event",
+        "previous",
         # inbox meta, seat counters, stream entries
         "last",
         "acked",

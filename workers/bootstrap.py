@@ -25,12 +25,14 @@ from workers.outbound.file import FileOutbox
 from workers.settings import Settings
 from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
+from workers.stores.claims import Claims
 from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
 
 __all__ = ["Container", "Provider", "build_container", "now_ms", "redis_client"]
@@ -109,6 +111,8 @@ def build_container(
         costs=Costs(client),
         backlog=Backlog(client),
         audit=StewardAudit(client),
+        overrides=Overrides(client),
+        claims=Claims(client),
         app=app,
     )
 

@@ -1,4 +1,4 @@
-"""The `seatwire` command: up, demo, worker, ingress, beat, dlq, schema."""
+"""The `seatwire` command: up, demo, worker, ingress, beat, dlq, steward, objectives, schema."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import uvicorn
 from rich.console import Console
 
 from workers.errors import ConfigError
-from workers.queues import STAGE_QUEUES, Queue
+from workers.queues import WORKER_QUEUES, Queue
 from workers.settings import Settings
 
 if TYPE_CHECKING:
@@ -84,10 +84,10 @@ def demo() -> None:
 
 
 def _queue_names(queues: str) -> list[str]:
-    """The queues a worker was asked for, each a stage queue of the table; exit 2 otherwise
+    """The queues a worker was asked for, each a worker queue of the table; exit 2 otherwise
     (beat's queue is `seatwire beat`'s own)."""
     names = [q.strip() for q in queues.split(",") if q.strip()]
-    known = {q.value for q in STAGE_QUEUES}
+    known = {q.value for q in WORKER_QUEUES}
     unknown = [q for q in names if q not in known]
     if unknown or not names:
         console.print(f"[red]unknown queue(s) {unknown}[/red]; choose from {sorted(known)}")
@@ -118,13 +118,14 @@ def _check_worker(settings: Settings, *, sends: bool) -> None:
 
 @cli.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="comma-separated queues")] = ",".join(STAGE_QUEUES),
+    queues: Annotated[str, typer.Option(help="comma-separated queues")] = ",".join(WORKER_QUEUES),
     concurrency: Annotated[int, typer.Option(help="processes (or threads)")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "prefork",
     loglevel: Annotated[str, typer.Option()] = "INFO",
     hostname: Annotated[str | None, typer.Option(help="node name")] = None,
 ) -> None:
-    """Run a Celery worker for the given stage queues (needs SEATWIRE_REDIS_URL)."""
+    """Run a Celery worker for the given queues, the steward's included (needs
+    SEATWIRE_REDIS_URL)."""
     from workers.celery_app import create_app
 
     settings = _settings()
@@ -241,7 +242,8 @@ def schema(
 
 @cli.command()
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
-    """Run beat: the sweeper and the parking lot, every SEATWIRE_SWEEP_INTERVAL_S (needs
+    """Run beat: the sweeper and the parking lot, every SEATWIRE_SWEEP_INTERVAL_S, and the
+    goal steward's tick for a `steward` worker, every SEATWIRE_STEWARD_INTERVAL_S (needs
     SEATWIRE_REDIS_URL). Run exactly one per deployment."""
     from workers import bootstrap
     from workers.celery_app import create_app
@@ -354,6 +356,16 @@ def dlq_replay(dlq_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
         console.print(f"[red]cannot replay:[/red] {done.detail}")
         raise typer.Exit(2)
     console.print(("replayed: " if done.verb == "ok" else "nothing to do: ") + done.detail)
+
+
+def _steward_commands() -> None:
+    from workers.steward_cli import objectives, steward
+
+    cli.add_typer(steward, name="steward")
+    cli.command("objectives")(objectives)
+
+
+_steward_commands()
 
 
 def main() -> None:

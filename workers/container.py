@@ -15,12 +15,14 @@ from workers.outbound.base import Outbound
 from workers.settings import Settings
 from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
+from workers.stores.claims import Claims
 from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
 
 
@@ -39,4 +41,6 @@ class Container:
     costs: Costs
     backlog: Backlog
     audit: StewardAudit
+    overrides: Overrides
+    claims: Claims
     app: Celery | None = None

@@ -1,7 +1,8 @@
 """`seatwire demo`: the bundled scenario pushed over HTTP through a running Seatwire, then a
 table of every decision and the outbox, checked against what each case must end as; then the
 bundled Slack and GitHub stream, signed and posted as those services send it, with the seat
-each event reached and why every other seat found it ambient."""
+each event reached and why every other seat found it ambient; then the goal steward over the
+sample org's objectives (workers/steward_demo.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pipeline.signatures import github_headers, slack_headers
 from workers.embedded import EmbeddedSystem, free_port
 from workers.outbound.file import read_outbox
 from workers.settings import EMBEDDED_GITHUB_SECRET, EMBEDDED_SLACK_SECRET, REPO_ROOT, Settings
+from workers.steward_demo import run_steward_demo
 
 SCENARIO = REPO_ROOT / "examples" / "scenario.yaml"
 INBOUND = REPO_ROOT / "examples" / "inbound.yaml"
@@ -103,6 +105,15 @@ def run_demo(settings: Settings, console: Console) -> int:
                 results.append((step, posted, final))
             failures = _report_work(console, results, outbox)
             failures += replay_inbound(http, settings, console)
+            assert system.container is not None and system.container.app is not None
+            failures += run_steward_demo(
+                http,
+                system.container,
+                system.container.app,
+                console,
+                now_ms=int(time.time() * 1000),
+                wait_final=_wait_final,
+            )
     finally:
         system.stop()
     return 1 if failures else 0

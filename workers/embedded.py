@@ -21,8 +21,7 @@ from fastapi import FastAPI
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
-from workers.queues import STAGE_QUEUES
-from workers.recovery.sweeper import run_tick
+from workers.queues import BEAT_STAGES, WORKER_QUEUES, Stage
 from workers.settings import Settings
 
 log = logging.getLogger("seatwire.embedded")
@@ -60,7 +59,7 @@ class EmbeddedSystem:
             app=app,
             pool_cls="threads",
             concurrency=self.concurrency,
-            queues=[q.value for q in STAGE_QUEUES],
+            queues=[q.value for q in WORKER_QUEUES],
             loglevel="WARNING",
             without_heartbeat=True,
             without_mingle=True,
@@ -72,19 +71,23 @@ class EmbeddedSystem:
         )
         worker_thread.start()
         self._threads.append(worker_thread)
-        # Beat's tick (the sweeper and the parking lot), in-process: there is no beat here.
-        sweeper = threading.Thread(target=self._sweep, args=(app,), name="sweeper", daemon=True)
-        sweeper.start()
-        self._threads.append(sweeper)
+        # Beat, in-process (there is no beat here): every beat row of the stage table (the
+        # sweeper and the parking lot, the goal steward) ticks at its cadence, in its thread.
+        for stage in BEAT_STAGES:
+            name = stage.task.value.removeprefix("seatwire.")
+            ticker = threading.Thread(target=self._tick, args=(app, stage), name=name, daemon=True)
+            ticker.start()
+            self._threads.append(ticker)
         return create_ingress(self.container, app)
 
-    def _sweep(self, app: Celery) -> None:
-        assert self.container is not None
-        while not self._stopping.wait(self.settings.sweep_interval_s):
-            try:
-                run_tick(self.container, app)
-            except Exception:  # the next tick tries again, as beat's would
-                log.exception("sweep tick failed")
+    def _tick(self, app: Celery, stage: Stage) -> None:
+        """Run one beat row's task every interval, here and now, as beat's worker would."""
+        assert stage.cadence is not None
+        every = float(getattr(self.settings, stage.cadence))
+        while not self._stopping.wait(every):
+            result = app.tasks[stage.task.value].apply()
+            if result.failed():  # the next tick tries again, as beat's would
+                log.error("%s tick failed: %r", stage.task.value, result.result)
 
     def serve_in_background(self, api: FastAPI, host: str, port: int) -> str:
         config = uvicorn.Config(api, host=host, port=port, log_level="warning", lifespan="off")

@@ -4,19 +4,22 @@ Import-light on purpose (contracts only, no Celery, no Redis): the ingress, the 
 sweeper, the CLI and the tests all read it. Everything that used to be written per stage in
 several modules is derived from `STAGES` here:
 
-- the Celery routes (`TASK_QUEUE`) and which queues a stage worker consumes (`STAGE_QUEUES`);
+- the Celery routes (`TASK_QUEUE`), the journal pipeline's queues (`STAGE_QUEUES`) and which
+  queues `seatwire worker` may consume (`WORKER_QUEUES`: every row's but beat's own);
 - the beat schedule (`BEAT_STAGES`, each with the setting that gives its cadence);
 - the set of final journal states (`FINAL_STATES`: every state no stage owns, less the two
   a give-up closes an entry with);
 - the sweeper's plan (`FIRST_STAGE` per kind of entry, `STATE_STAGE` for every state a
   stage's message is for) and the dead-letter tables (`STAGE_STATES`, `QUEUE_TASK`);
-- the deterministic task id of one stage of one event (`task_id`).
+- the deterministic task id of one stage of one event (`task_id`), and the tracking id of a
+  seat's work report (`tracking_id_for`), which the ingress and the steward both journal.
 
 Adding a stage is one row here plus its module in `workers/stages/`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -30,6 +33,7 @@ class Queue(StrEnum):
     ENGAGEMENT = "engagement"
     GUARDRAILS = "guardrails"
     SEND = "send"
+    STEWARD = "steward"  # the goal steward's tick: beat schedules it, a steward worker runs it
     BENCH = "bench"  # the name bench/noop_app.py's baseline tasks run under; never a stage
     BEAT = "beat"  # what beat schedules, consumed by `seatwire beat` itself
 
@@ -40,6 +44,7 @@ class Task(StrEnum):
     GUARDRAILS = "seatwire.guardrails"
     SEND = "seatwire.send"
     SWEEP = "seatwire.sweep"  # beat: re-enqueue overdue journal entries, release parked ones
+    STEWARD = "seatwire.steward.tick"  # beat: one goal-steward run over every objective
 
 
 @dataclass(frozen=True)
@@ -82,11 +87,17 @@ STAGES: tuple[Stage, ...] = (
     Stage(Queue.GUARDRAILS, Task.GUARDRAILS, DecisionEnvelope, states=("decided",)),
     Stage(Queue.SEND, Task.SEND, ReservedEnvelope, states=("reserved", "sending", "unknown")),
     Stage(Queue.BEAT, Task.SWEEP, cadence="sweep_interval_s"),
+    Stage(Queue.STEWARD, Task.STEWARD, cadence="steward_interval_s"),
 )
 
 BY_TASK: dict[Task, Stage] = {s.task: s for s in STAGES}
-# The queues `seatwire worker` consumes by default: every pipeline stage, never beat's own.
+# The journal pipeline's queues: the stages an entry's messages go through.
 STAGE_QUEUES: tuple[Queue, ...] = tuple(s.queue for s in STAGES if not s.beat)
+# What `seatwire worker` consumes by default and may be asked for: every row's queue but
+# beat's own (`seatwire beat` runs the sweep itself; the steward tick needs a worker).
+WORKER_QUEUES: tuple[Queue, ...] = tuple(
+    dict.fromkeys(s.queue for s in STAGES if s.queue is not Queue.BEAT)
+)
 BEAT_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES if s.beat)
 TASK_QUEUE: dict[Task, Queue] = {s.task: s.queue for s in STAGES}
 QUEUE_TASK: dict[Queue, Task] = {s.queue: s.task for s in STAGES if not s.beat}
@@ -110,3 +121,9 @@ FINAL_STATES: frozenset[str] = frozenset(
 def task_id(tracking_id: str, stage: Queue) -> str:
     """The deterministic Celery task id of one stage of one event."""
     return f"{tracking_id}:{stage.value}"
+
+
+def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:
+    """Deterministic: the same (seat, work, revision) is the same event, however often posted."""
+    digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
+    return f"wr-{digest[:24]}"

@@ -64,6 +64,14 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=15.0, gt=0)
     sweep_batch: int = Field(default=500, ge=1)
     max_deliveries: int = Field(default=5, ge=1)
+    # The goal steward (DESIGN.md section 9): how often beat runs it over every objective, how
+    # long one objective's run lease and a COLLABORATE claim last, and the optional proposer
+    # endpoint asked for candidates besides the playbook (its failures are audited).
+    steward_interval_s: float = Field(default=300.0, gt=0)
+    steward_lease_ms: int = Field(default=60_000, ge=1000)
+    claim_lease_ms: int = Field(default=86_400_000, ge=1000)
+    proposer_url: str | None = None
+    proposer_timeout_s: float = Field(default=5.0, gt=0, le=30)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     ingress_budget_s: float = Field(default=2.5, gt=0)
     # Slack gives up on an answer after 3 s and retries; answer (503 at worst) well inside it.
@@ -78,7 +86,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("SEATWIRE_GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"),
     )
 
-    @field_validator("redis_url", "broker_url", mode="before")
+    @field_validator("redis_url", "broker_url", "proposer_url", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -17,6 +17,12 @@ trend the open-items half of dedupe could never fire, and "you already have this
 more useful refusal. A rejection is returned with its gate, its reason and the trail of every
 check so far, never dropped: the steward audits each one.
 
+An operator may override `OVERRIDABLE_GATES` (wip, trend, budget) for one candidate
+(`admit(..., overridden=...)`): such a gate that would refuse is recorded in the trail as
+passed, its detail saying it was overridden and what it would have said, and judging goes
+on; the verdict (an `OverriddenAdmission`) names those gates. The other gates cannot be
+overridden. Without `overridden` nothing differs from the seed.
+
 Inputs are the seed's: camelCase mappings (read by JavaScript's rules, `pipeline.js`) or
 the contracts. Reasons are the seed's words, numbers printed as its JavaScript prints them.
 Money: the seed's `estCents` / `remainingCents`, unless the candidate's `estMicros` and the
@@ -26,7 +32,7 @@ context's `remainingMicros` are both given, which then decide and are named in m
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TypedDict, get_args
 
 from contracts.goals import (
@@ -40,6 +46,7 @@ from contracts.goals import (
     Staleness,
     WorkCandidate,
 )
+from contracts.steward import OVERRIDABLE_GATES, OverriddenAdmission
 from pipeline.goals.kpi import WORK_CREATING_SOURCES
 from pipeline.js import (
     EMPTY,
@@ -152,17 +159,61 @@ def _periods(value: object) -> str:
 def admit(
     candidate: WorkCandidate | Loose | None = None,
     ctx: AdmissionContext | Loose | None = None,
+    *,
+    overridden: Collection[Gate] = (),
 ) -> Admission:
-    """Run the gates in order against one candidate; the first failure refuses it."""
+    """Run the gates in order against one candidate; the first failure refuses it.
+
+    A gate in `overridden` (only `OVERRIDABLE_GATES`, else a ValueError) that would refuse
+    passes instead, its check saying so; the verdict is then an `OverriddenAdmission`.
+    """
+    bad = sorted(set(overridden) - set(OVERRIDABLE_GATES))
+    if bad:
+        raise ValueError(
+            f"gate(s) {', '.join(bad)} cannot be overridden; only {', '.join(OVERRIDABLE_GATES)}"
+        )
     c: object = candidate if candidate is not None else EMPTY
     x: object = ctx if ctx is not None else EMPTY
     checks: list[AdmissionCheck] = []
+    pushed: list[Gate] = []
     for gate, judge in _JUDGES:
         ok, detail = judge(c, x)
+        if not ok and gate in overridden:
+            pushed.append(gate)
+            ok, detail = True, f"overridden — would have refused: {detail}"
         checks.append(AdmissionCheck(gate=gate, ok=ok, detail=detail))
         if not ok:
-            return Admission(admitted=False, gate=gate, reason=detail, checks=tuple(checks))
-    return Admission(admitted=True, gate=None, reason="all gates passed", checks=tuple(checks))
+            return _verdict(
+                overridden, admitted=False, gate=gate, reason=detail, checks=checks, pushed=pushed
+            )
+    reason = "all gates passed"
+    if pushed:
+        reason = f"all gates passed, {', '.join(pushed)} by override"
+    return _verdict(
+        overridden, admitted=True, gate=None, reason=reason, checks=checks, pushed=pushed
+    )
+
+
+def overridden_gates(verdict: Admission) -> tuple[Gate, ...]:
+    """The gates an override pushed this verdict past (none for a plain `admit`)."""
+    return verdict.overridden if isinstance(verdict, OverriddenAdmission) else ()
+
+
+def _verdict(
+    overridden: Collection[Gate],
+    *,
+    admitted: bool,
+    gate: Gate | None,
+    reason: str,
+    checks: Sequence[AdmissionCheck],
+    pushed: Sequence[Gate] = (),
+) -> Admission:
+    """The seed's `Admission`, or, when overrides were asked for, an `OverriddenAdmission`."""
+    if not overridden:
+        return Admission(admitted=admitted, gate=gate, reason=reason, checks=tuple(checks))
+    return OverriddenAdmission(
+        admitted=admitted, gate=gate, reason=reason, checks=tuple(checks), overridden=tuple(pushed)
+    )
 
 
 def _freshness(c: object, x: object) -> Verdict:

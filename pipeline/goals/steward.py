@@ -12,6 +12,15 @@ then acts on the plan and writes its audit. Per objective, in input order:
   run); the admitted are classified: SELF -> backlog, COLLABORATE -> backlog + claim,
   HANDOFF -> engagement naming the target, NEEDS_REVIEW -> backlog + review requirement.
 
+Overrides: an operator's active `Override` (usedBy None) of (objective key, candidate key) is
+taken by the FIRST candidate of the run with that key, which is admitted with its gates
+overridden (`admit(..., overridden=...)`: wip, trend, budget, never the others). If admitted
+and dispatched, its audit line carries the override (who, why, the gates it pushed past)
+and its dispatch an `OverrideRef` the shell consumes once it is done, so an override is used
+once. Refused anyway (say by honesty), or admitted without a dispatch, the override is left
+active and the audit line's note says why. It counts toward `admittedThisRun` like any
+admission; an override for an objective not in the run, or already used, is ignored.
+
 Candidates: the objective's `playbook`, then its proposals; playbook-tagged proposals stand
 for the playbook (a shell expanding templates itself). A proposer failure is audited and the
 playbook still used. The freshness gate reads `RunPolicy.mandateStaleness` (the mandate
@@ -31,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from contracts.goals import Classification, GapDecision, Objective, Sample, WorkCandidate
+from contracts.goals import Classification, GapDecision, Gate, Objective, Sample, WorkCandidate
 from contracts.steward import (
     AuditEntry,
     BacklogItem,
@@ -39,6 +48,9 @@ from contracts.steward import (
     Dispatch,
     ObjectiveOutcome,
     ObjectiveProposals,
+    Override,
+    OverrideNote,
+    OverrideRef,
     Proposal,
     ProposerFailure,
     ReviewRequirement,
@@ -54,6 +66,7 @@ from pipeline.goals.admission import (
     AdmissionContext,
     admit,
     decide_for_gap,
+    overridden_gates,
 )
 from pipeline.goals.classify import ClassifyContext, classify_work_item
 from pipeline.goals.dispatch_ids import (
@@ -75,6 +88,7 @@ class _Run:
     max_open: int
     max_new: int
     open_items: Mapping[str, tuple[BacklogItem, ...]]  # the open ones, by objective key
+    overrides: Mapping[str, Mapping[str, Override]]  # active: objective key -> candidate key
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +109,15 @@ def plan_run(
     proposals: Mapping[str, ObjectiveProposals | Loose] | None = None,
     *,
     policy: RunPolicy | Loose | None = None,
+    overrides: Iterable[Override | Loose] = (),
 ) -> RunPlan:
     """Plan one steward run over every objective: decisions, audit lines and dispatches.
 
     `samples`, `spend` and `proposals` are keyed by objective key (missing: none); open items
-    carry their objective key. Inputs are contracts or their camelCase mappings, validated
-    as one `RunInputs` (a pydantic `ValidationError`, a `ValueError`, names the bad field).
+    and overrides carry their objective key (only active overrides are used, the first one
+    of a candidate key if several are given). Inputs are contracts or their camelCase
+    mappings, validated as one `RunInputs` (a pydantic `ValidationError`, a `ValueError`,
+    names the bad field).
     """
     inputs = RunInputs.model_validate(
         {
@@ -111,6 +128,7 @@ def plan_run(
             "spend": spend,
             "proposals": proposals if proposals is not None else {},
             "policy": policy if policy is not None else {},
+            "overrides": tuple(overrides),
         }
     )
     max_open, max_new = inputs.policy.max_open_per_objective, inputs.policy.max_new_per_run
@@ -118,11 +136,16 @@ def plan_run(
     for item in inputs.open_items:
         if item.state == "open":
             open_by_key.setdefault(item.objective_key, []).append(item)
+    active: dict[str, dict[str, Override]] = {}
+    for ov in inputs.overrides:
+        if ov.active:
+            active.setdefault(ov.objective_key, {}).setdefault(ov.candidate_key, ov)
     run = _Run(
         inputs,
         MAX_OPEN_PER_OBJECTIVE if max_open is None else max_open,
         MAX_NEW_PER_RUN if max_new is None else max_new,
         {key: tuple(items) for key, items in open_by_key.items()},
+        active,
     )
     outcomes = tuple(_plan_objective(run, obj) for obj in inputs.objectives)
     return RunPlan(now_ms=now_ms, outcomes=outcomes, totals=RunTotals.of(outcomes))
@@ -169,7 +192,8 @@ def _plan_objective(run: _Run, obj: Objective) -> ObjectiveOutcome:
     if inputs.policy.mandate_staleness is not None:
         ctx["staleness"] = inputs.policy.mandate_staleness
     gap_entry, gap_dispatch = _gap_step(scope, decision, open_now)
-    judged, dispatched = _judge_all(inputs.policy, scope, ctx, candidates)
+    pending = run.overrides.get(obj.key, {})
+    judged, dispatched = _judge_all(inputs.policy, scope, ctx, candidates, pending)
     return ObjectiveOutcome(
         objective_key=obj.key,
         status="run",
@@ -186,9 +210,14 @@ def _plan_objective(run: _Run, obj: Objective) -> ObjectiveOutcome:
 
 
 def _judge_all(
-    policy: RunPolicy, scope: _Scope, ctx: AdmissionContext, candidates: Sequence[Proposal]
+    policy: RunPolicy,
+    scope: _Scope,
+    ctx: AdmissionContext,
+    candidates: Sequence[Proposal],
+    overrides: Mapping[str, Override],
 ) -> tuple[list[AuditEntry], list[Dispatch]]:
-    """Admit each candidate in order, carrying the run's admissions forward; staff the admitted."""
+    """Admit each candidate in order, carrying the run's admissions forward; staff the admitted.
+    The first candidate of an overridden key is judged with that override's gates."""
     staff: ClassifyContext = {
         "memberId": scope.seat,
         "objective": scope.obj,
@@ -207,14 +236,21 @@ def _judge_all(
             "admittedItems": tuple(admitted),
             "admittedThisRun": len(admitted),
         }
-        verdict = admit(c, step)
+        ov = overrides.get(key) if repeat == 0 else None
+        verdict = admit(c, step, overridden=ov.gates if ov is not None else ())
         staffing = dispatch = note = None
         if verdict.admitted:
             admitted.append(c)
             staffing = classify_work_item(c, staff)
             did = candidate_dispatch_id(scope.obj.key, c.title, scope.ref, repeat)
             dispatch, note = _candidate_dispatch(scope, c, key, staffing, did)
+            if dispatch is not None and ov is not None:
+                ref = OverrideRef(id=ov.id, candidate_key=key, by=ov.by)
+                dispatch = dispatch.model_copy(update={"override": ref})
             dispatches += [dispatch] if dispatch is not None else []
+        used = ov is not None and dispatch is not None
+        if ov is not None and not used:
+            note = _override_unused(ov, verdict.gate, note)
         audit.append(
             AuditEntry(
                 objective_key=scope.obj.key,
@@ -229,9 +265,27 @@ def _judge_all(
                 disposition=staffing.disposition if staffing is not None else None,
                 dispatch_id=dispatch.id if dispatch is not None else None,
                 note=note,
+                override=_override_note(ov, overridden_gates(verdict)) if used else None,
             )
         )
     return audit, dispatches
+
+
+def _override_note(ov: Override | None, pushed: Sequence[Gate]) -> OverrideNote | None:
+    """Who overrode, why, and the gates of theirs that would have refused this candidate."""
+    if ov is None:
+        return None
+    gates = tuple(g for g in ov.gates if g in pushed)
+    return OverrideNote(id=ov.id, by=ov.by, reason=ov.reason, gates=gates)
+
+
+def _override_unused(ov: Override, gate: Gate | None, note: str | None) -> str:
+    """Why an override was not used up by this candidate: it stays active for a later run."""
+    if gate is not None:
+        why = f"refused by {gate}, which override {ov.id} by {ov.by} does not cover"
+    else:
+        why = f"admitted but not dispatched; override {ov.id} by {ov.by} stays active"
+    return why if note is None else f"{note}; {why}"
 
 
 def _candidate_dispatch(
@@ -317,7 +371,7 @@ def _steward(obj: Objective) -> tuple[str | None, str]:
     """The seat that stewards a runnable objective, or None and why it is not run."""
     if obj.state != "active":
         return None, f'objective "{obj.key}" is {obj.state}, not active — only active ones are run'
-    seat = obj.seat_id or obj.adopted_by
+    seat = obj.steward_seat
     if not seat:
         return None, f'objective "{obj.key}" names no seatId or adoptedBy — no seat stewards it'
     return seat, f'objective "{obj.key}" is active, stewarded by {seat}'

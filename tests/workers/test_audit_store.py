@@ -58,3 +58,19 @@ def test_a_refused_run_writes_nothing(redis_client: redis.Redis, run_id: str, ob
     with pytest.raises(ValueError):
         audit.record(run_id, [_entry("a", "fine"), _entry(objective, "bad")], now_ms=NOW)
     assert list(redis_client.scan_iter(match=f"{keys.STEWARD_AUDIT}*")) == []
+
+
+def test_the_last_gap_decision_of_each_objective_is_one_read(redis_client: redis.Redis):
+    """`last_decisions` answers each objective's latest gap decision (candidates are not
+    decisions), and nothing for an objective never run."""
+    audit = StewardAudit(redis_client)
+    for i, action in enumerate(["create", "escalate"]):
+        decision = AuditEntry.model_validate(
+            {"objectiveKey": "a", "kind": "gap_decision", "reason": f"r{i}", "action": action}
+        )
+        audit.record(f"run-{i}", [decision, _entry("a", f"c{i}")], now_ms=NOW + i)
+    found = audit.last_decisions(["a", "b"])
+    assert list(found) == ["a"]
+    assert found["a"].run_id == "run-1" and found["a"].at_ms == NOW + 1
+    assert found["a"].entry.action == "escalate" and found["a"].entry.reason == "r1"
+    assert audit.last_decisions([]) == {}

@@ -118,3 +118,18 @@ def test_review_and_claim_round_trip(backlog: Backlog):
     got_r, got_c = backlog.get(SEAT, "r"), backlog.get(SEAT, "c")
     assert got_r is not None and got_r.review is not None and got_r.review.reviewer_id == "U7"
     assert got_c is not None and got_c.claim is not None and got_c.claim.contributors == ("U2",)
+
+
+def test_open_items_of_one_objective_come_from_its_own_index(
+    backlog: Backlog, redis_client: redis.Redis
+):
+    """A steward run reads the open items of its objective only: another objective's items
+    on the same seat are not read, and a closed item leaves both indexes."""
+    backlog.add(_entry("mine"))
+    backlog.add(_entry("theirs", objectiveKey="other"))
+    assert [e.id for e in backlog.open_items(SEAT, "activation")] == ["mine"]
+    assert [e.id for e in backlog.open_items(SEAT, "other")] == ["theirs"]
+    backlog.done(SEAT, "mine", by="U1", now_ms=2_000)
+    assert backlog.open_items(SEAT, "activation") == []
+    assert redis_client.zcard(keys.backlog_open_for(SEAT, "activation")) == 0
+    assert [e.id for e in backlog.open_items(SEAT)] == ["theirs"]

@@ -40,8 +40,42 @@ def test_demo_runs_every_case_embedded(tmp_path: Path, monkeypatch: pytest.Monke
     ):
         assert code in text, code
     assert "holds exactly the 5 engaged asks" in text
-    lines = (tmp_path / ".seatwire/demo/outbox.jsonl").read_text().splitlines()
-    assert len(lines) == 5
+    for objective in (
+        "deploy-lead-time",
+        "trial-activation",
+        "review-turnaround",
+        "vendor-invoice-backlog",
+    ):
+        assert objective in text, objective
+    assert "UNEXPECTED" not in text
+    # The scenario's five asks, then the steward's two: the HANDOFF to Ava, the escalation
+    # to Gus.
+    lines = [json.loads(x) for x in (tmp_path / ".seatwire/demo/outbox.jsonl").open()]
+    assert len(lines) == 7
+    assert sorted(x["memberIds"] for x in lines[5:]) == [["ava"], ["gus"]]
+
+
+def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With the trial-activation sample measured (not an `llm` estimate) the honesty gate
+    lets its candidate through, the case ends differently, and the demo says so and fails."""
+    from workers import steward_demo
+
+    honest = steward_demo.samples
+
+    def measured(now_ms: int) -> list[tuple[str, dict[str, object]]]:
+        return [
+            (key, {**body, "source": "method"} if key == "trial-activation" else body)
+            for key, body in honest(now_ms)
+        ]
+
+    monkeypatch.setattr(steward_demo, "samples", measured)
+    monkeypatch.chdir(tmp_path)
+    console = Console(record=True, width=200)
+    assert run_demo(Settings(), console) == 1
+    text = console.export_text()
+    assert "rejected at nothing, 1 dispatched" in text and "UNEXPECTED" in text
 
 
 def test_schema_prints_every_contract():

@@ -95,3 +95,16 @@ def test_spend_sums_every_seats_on_charges_in_the_window(costs: Costs):
     assert costs.spend("o", since_ms=NOW, until_ms=NOW + 10) == 1007
     assert costs.spend("o", since_ms=NOW + 1, until_ms=NOW + 11) == 1007
     assert costs.spend("missing", since_ms=0, until_ms=NOW * 2) == 0
+
+
+def test_spend_reads_only_its_objectives_index(costs: Costs, redis_client: redis.Redis):
+    """An objective's spend is read from its own index of (seat, frame) members, so frames of
+    other objectives and of no objective are never read; the index holds exactly its frames."""
+    costs.record("U1", _frame(turnId="a", objective="o", atMs=NOW), now_ms=NOW)
+    costs.record("U2", _frame(turnId="b", objective="o", atMs=NOW), now_ms=NOW)
+    costs.record("U1", _frame(turnId="c", objective="other", atMs=NOW), now_ms=NOW)
+    costs.record("U1", _frame(turnId="d", atMs=NOW), now_ms=NOW)
+    members = sorted(m.decode() for m in redis_client.zrange(keys.cost_by_objective("o"), 0, -1))
+    assert members == ["U1\x1fturn:a", "U2\x1fturn:b"]
+    assert redis_client.zcard(keys.cost_by_objective("other")) == 1
+    assert not redis_client.exists(keys.cost_by_objective(""))

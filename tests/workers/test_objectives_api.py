@@ -159,6 +159,34 @@ def test_objectives_show_the_current_gap(client: TestClient) -> None:
     assert review["latestSample"]["value"] == 30
     proposed = rows["invoices-paid-on-time"]
     assert proposed["gap"]["gap"] is None and proposed["gapDecision"]["action"] == "drift"
+    assert review["lastDecision"] is None  # the steward has not run
+
+
+def test_objectives_show_the_stewards_last_decision(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
+    """Once the steward's audit holds a gap decision for an objective, GET /v1/objectives
+    shows it as `lastDecision`."""
+    from contracts.steward import AuditEntry
+    from workers.stores.audit import StewardAudit
+
+    decision = AuditEntry.model_validate(
+        {
+            "objectiveKey": "review-turnaround",
+            "kind": "gap_decision",
+            "action": "escalate",
+            "reason": "1 item(s) already in flight",
+        }
+    )
+    StewardAudit(redis_client).record("run-x", [decision], now_ms=NOW)
+    rows = {o["key"]: o for o in client.get("/v1/objectives", headers=AUTH).json()["objectives"]}
+    assert rows["review-turnaround"]["lastDecision"] == {
+        "runId": "run-x",
+        "atMs": NOW,
+        "action": "escalate",
+        "reason": "1 item(s) already in flight",
+    }
+    assert rows["deploy-lead-time"]["lastDecision"] is None
 
 
 ORG = """

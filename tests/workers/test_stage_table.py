@@ -12,6 +12,7 @@ from workers.queues import (
     STAGE_STATES,
     STAGES,
     STATE_STAGE,
+    WORKER_QUEUES,
     Queue,
     Task,
 )
@@ -39,16 +40,25 @@ def test_celery_routes_each_task_to_its_stage_queue() -> None:
 
 
 def test_beat_runs_each_beat_row_at_its_cadence() -> None:
-    """Beat schedules the sweep at the sweep interval, on its own queue, and nothing else."""
-    schedule = beat_schedule(Settings(sweep_interval_s=7.5))
+    """Beat schedules the sweep at the sweep interval on its own queue, and the steward's
+    tick at the steward interval on the `steward` queue, and nothing else."""
+    schedule = beat_schedule(Settings(sweep_interval_s=7.5, steward_interval_s=42))
     assert schedule == {
         "sweep": {
             "task": Task.SWEEP.value,
             "schedule": 7.5,
             "options": {"queue": Queue.BEAT.value, "expires": 7.5},
-        }
+        },
+        "steward.tick": {
+            "task": Task.STEWARD.value,
+            "schedule": 42.0,
+            "options": {"queue": Queue.STEWARD.value, "expires": 42.0},
+        },
     }
     assert Queue.BEAT not in STAGE_QUEUES
+    assert Queue.STEWARD not in STAGE_QUEUES  # no journal entry goes through it
+    assert Queue.BEAT not in WORKER_QUEUES  # `seatwire beat` consumes its own queue
+    assert (*STAGE_QUEUES, Queue.STEWARD) == WORKER_QUEUES
 
 
 def test_the_sweeper_sends_each_owned_state_to_the_stage_that_owns_it() -> None:

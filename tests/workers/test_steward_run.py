@@ -19,12 +19,12 @@ from contracts.messages import WorkEnvelope
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
-from workers.ingress.accept import tracking_id_for
-from workers.queues import Queue, Task, task_id
+from workers.queues import Queue, Task, task_id, tracking_id_for
 from workers.settings import Settings
 from workers.stages.engagement import Engagement
-from workers.stages.steward_run import StewardRun, steward_lease, work_tracking_id
+from workers.stages.steward_run import StewardRun
 from workers.stores.audit import StewardAudit
+from workers.stores.keys import steward_lease
 
 pytestmark = pytest.mark.redis
 
@@ -146,7 +146,7 @@ def test_an_escalation_is_one_work_report_and_one_engagement_message(
     (dispatch,) = result.plan.dispatches
     assert (dispatch.route, dispatch.target_id) == ("escalate", "gus")
     assert result.dispatched == {dispatch.id: "new"}
-    tracking = work_tracking_id(SEAT, dispatch.id, 1)
+    tracking = tracking_id_for(SEAT, dispatch.id, 1)
     entry = container.journal.get(tracking)
     assert entry is not None and entry["state"] == "accepted"
     messages = queued(redis_client, Queue.ENGAGEMENT)
@@ -174,8 +174,3 @@ def test_the_engagement_stage_asks_the_named_owner(
     assert decision is not None and decision.decision.engage
     assert [t.member_id for t in decision.decision.targets] == ["gus"]
     assert decision.decision.targets[0].rung == "explicit"
-
-
-def test_the_tracking_id_is_the_ingress_one():
-    """A steward report gets the tracking id the ingress would give the same report."""
-    assert work_tracking_id(SEAT, "stw_1", 1) == tracking_id_for(SEAT, "stw_1", 1)

@@ -25,16 +25,10 @@ from pipeline.normalise import Skipped
 from workers.ingress.deps import IngressDeps
 from workers.ingress.http import compact_answer, within_budget
 from workers.ingress.intake import Arrival, Enqueued
-from workers.queues import FIRST_TASK
+from workers.queues import FIRST_TASK, tracking_id_for
 from workers.stores.inbound import inbound_tracking_id
 
 Render = Callable[[int, dict[str, Any]], Response]
-
-
-def tracking_id_for(seat_id: str, work_id: str, revision: int) -> str:
-    """Deterministic: the same (seat, work, revision) is the same event, however often posted."""
-    digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
-    return f"wr-{digest[:24]}"
 
 
 async def journal_and_enqueue(deps: IngressDeps, arrival: Arrival, budget_s: float) -> Enqueued:

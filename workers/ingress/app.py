@@ -26,7 +26,6 @@ from starlette.middleware import Middleware
 from workers.clock import now_ms
 from workers.container import Container
 from workers.ingress import backlog, costs, objectives, steward, v1
-from workers.ingress.accept import tracking_id_for
 from workers.ingress.deps import IngressDeps
 from workers.ingress.github import github_events
 from workers.ingress.http import UNAVAILABLE, Refusal, Unavailable, refused, unavailable
@@ -34,6 +33,7 @@ from workers.ingress.metrics import RequestMetrics, RouteLabels
 from workers.ingress.ops import router as ops_router
 from workers.ingress.providers import provider_paths
 from workers.ingress.slack import slack_events
+from workers.queues import tracking_id_for
 
 __all__ = ["create_ingress", "tracking_id_for"]
 

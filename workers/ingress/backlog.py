@@ -1,12 +1,24 @@
-"""A seat's backlog (issue 10): what the goal steward dispatched to the seat, and the seat
-closing an item. The seat acts on its own backlog, with the bearer token as the rest of /v1.
+"""A seat's backlog (issue 10): what the goal steward (workers/stages/steward_run.py)
+dispatched to the seat, the seat closing an item, and the exclusive claim on COLLABORATE
+items. The seat acts as itself, with the bearer token as the rest of /v1.
 
-    GET  /v1/seats/{seat}/backlog?state=open|done|all   its items, oldest first, and revision
-    POST /v1/seats/{seat}/backlog/{item}/done           close one item, once
+    GET    /v1/seats/{seat}/backlog?state=open|done|all   its items, oldest first, and revision
+    POST   /v1/seats/{seat}/backlog/{item}/done           close one item, once (and its claim)
+    POST   /v1/seats/{seat}/claims/{item}                 take, renew or take over the claim
+    DELETE /v1/seats/{seat}/claims/{item}                 release it
+    GET    /v1/seats/{seat}/claims/{item}                 who holds it, and its history
 
 `revision` is the seat's work revision: it rises by one for each item added, so a seat that
-saw the same revision has seen every item. 404 for an unknown seat or item; nothing is written
-by a refusal. The goal steward that adds the items is not built yet.
+saw the same revision has seen every item.
+
+A claim is found by the item id alone: `{seat}` is the seat taking it, which is usually not
+the seat whose backlog holds the item (its owner, recorded in the claim when the steward took
+it first; else the org's seats' backlogs are looked through). Only the item's named holder or
+one of its contributors may take it, only while the item is open; the lease lasts
+`claim_lease_ms`. The refusals, in order, each writing nothing: 404 `unknown_seat`, 404
+`unknown_item`, 409 `not_claimable` (no claim: not COLLABORATE work), 409 `item_done`, 403
+`not_a_collaborator`, 409 `claim_held` (another seat's live lease, naming its holder and
+`untilMs`); a release by another seat than the holder is 409 `not_holder`.
 """
 
 from __future__ import annotations
@@ -17,9 +29,10 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
-from contracts.backlog import BacklogView
+from contracts import Seat
+from contracts.backlog import BacklogEntry, BacklogView
 from workers.ingress.deps import Deps
-from workers.ingress.http import problem
+from workers.ingress.http import Refusal, problem
 from workers.ingress.v1 import require_token
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
@@ -52,4 +65,116 @@ async def post_done(seat: str, item: str, deps: Deps) -> Response:
     )
     if closed.entry is None:
         return problem(404, "unknown_item", f"no item {item!r} on the backlog of {seat!r}")
+    if closed.entry.claim is not None:
+        # On `already_done` too: a close whose release was lost (a crash, a dropped reply)
+        # releases when it is repeated.
+        await run_in_threadpool(
+            lambda: deps.container.claims.close(item, by=known.member_id, now_ms=deps.clock_ms())
+        )
     return JSONResponse({"status": closed.status, "item": closed.entry.to_wire()})
+
+
+# ------------------------------------------------------------------ claims
+
+
+def _find_item(deps: Deps, item: str) -> BacklogEntry | None:
+    """The backlog entry `item`, by id alone: on the owner its claim recorded, else on the
+    backlog of whichever seat of the org holds it."""
+    owner = deps.container.claims.owner(item)
+    seats = sorted({s.member_id for s in deps.container.org.current()[0].seats.values()})
+    for seat_id in [owner] if owner is not None else seats:
+        entry = deps.container.backlog.get(seat_id, item)
+        if entry is not None:
+            return entry
+    return None
+
+
+async def _claimable(deps: Deps, seat: str, item: str) -> tuple[Seat, BacklogEntry]:
+    """The seat and the item it names, or the refusal: 404 for either unknown, 409
+    `not_claimable` for an item that carries no claim."""
+    known = deps.seat(seat)
+    entry = await run_in_threadpool(_find_item, deps, item)
+    if entry is None:
+        raise Refusal(problem(404, "unknown_item", f"no backlog item {item!r}"))
+    if entry.claim is None:
+        raise Refusal(
+            problem(409, "not_claimable", f"item {item!r} is {entry.route} work, not COLLABORATE")
+        )
+    return known, entry
+
+
+@router.post("/seats/{seat}/claims/{item}")
+async def post_claim(seat: str, item: str, deps: Deps) -> Response:
+    """The seat takes, renews or takes over the claim on an open COLLABORATE item: 200 with
+    the status and the claim; 409 `claim_held` while another seat's lease is live."""
+    known, entry = await _claimable(deps, seat, item)
+    assert entry.claim is not None
+    if not entry.is_open:
+        return problem(409, "item_done", f"item {item!r} is done: there is nothing to claim")
+    if known.member_id not in (entry.claim.holder_id, *entry.claim.contributors):
+        return problem(
+            403,
+            "not_a_collaborator",
+            f"{seat!r} is neither the holder nor a contributor of item {item!r}",
+        )
+    result = await run_in_threadpool(
+        lambda: deps.container.claims.take(
+            item,
+            known.member_id,
+            owner_id=entry.seat_id,
+            now_ms=deps.clock_ms(),
+            lease_ms=deps.settings.claim_lease_ms,
+        )
+    )
+    if result.status == "held":
+        return problem(
+            409,
+            "claim_held",
+            f"item {item!r} is claimed by {result.holder_id!r} until {result.until_ms}",
+            holderId=result.holder_id,
+            untilMs=result.until_ms,
+        )
+    if result.status == "not_open":  # closed between the read above and the take
+        return problem(409, "item_done", f"item {item!r} is done: there is nothing to claim")
+    return JSONResponse({"status": result.status, "claim": result.to_wire()})
+
+
+@router.delete("/seats/{seat}/claims/{item}")
+async def delete_claim(seat: str, item: str, deps: Deps) -> Response:
+    """The holder lets the claim go: 200 `released` (or `none` when nobody holds it); 409
+    `not_holder` when another seat holds it."""
+    known, _entry = await _claimable(deps, seat, item)
+    claims = deps.container.claims
+    verb = await run_in_threadpool(
+        lambda: claims.release(item, known.member_id, now_ms=deps.clock_ms())
+    )
+    if verb == "not_holder":
+        holder = await run_in_threadpool(claims.get, item)
+        return problem(
+            409,
+            "not_holder",
+            f"{seat!r} does not hold the claim on item {item!r}",
+            holderId=None if holder is None else holder.holder_id,
+        )
+    return JSONResponse({"status": verb, "itemId": item})
+
+
+@router.get("/seats/{seat}/claims/{item}")
+async def get_claim(seat: str, item: str, deps: Deps) -> Response:
+    """Who holds the claim (null when nobody), whether its lease has lapsed, and its history,
+    oldest first."""
+    _known, entry = await _claimable(deps, seat, item)
+    claims = deps.container.claims
+    state = await run_in_threadpool(claims.get, item)
+    history = await run_in_threadpool(claims.history, item)
+    now = deps.clock_ms()
+    return JSONResponse(
+        {
+            "itemId": item,
+            "ownerId": entry.seat_id,
+            "collaborators": entry.claim.to_wire() if entry.claim else None,
+            "claim": None if state is None else state.to_wire(),
+            "lapsed": None if state is None else state.lapsed(now),
+            "history": [e.to_wire() for e in history],
+        }
+    )

@@ -7,8 +7,8 @@
 The order of refusals is v1's, all before anything is written: 413 (size), 415 (content
 type), 404 (objective), 422 (the field that is wrong), 409 (a sample id reused for other
 content). `gapDecision` is `decide_for_gap(gap, coverage=0)` on the current gap: what the
-number alone says. It is not a steward decision; the goal steward, which would count work in
-flight and judge candidates, is not built yet.
+number alone says, with no work counted as in flight; `lastDecision` is the goal steward's
+latest gap decision for it (its run id, time, action and reason), or null before its first.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS, gap_fo
 from workers.ingress.deps import Deps, IngressDeps
 from workers.ingress.http import Refusal, field_errors, problem
 from workers.ingress.v1 import read_json, require_token
+from workers.stores.audit import AuditRecord
 
 MAX_FUTURE_SKEW_MS = 5 * 60 * 1000  # a sensor's clock may run a little ahead, not more
 
@@ -59,10 +60,14 @@ async def post_sample(key: str, request: Request, deps: Deps) -> Response:
 
 @router.get("/objectives")
 async def get_objectives(deps: Deps) -> Response:
-    """Every objective of the org with its current gap and the gap decision (not a steward's)."""
+    """Every objective of the org with its current gap, what the gap alone says, and the
+    steward's last decision."""
     view = deps.container.org.current()[0]
     now = deps.clock_ms()
     rows = []
+    last = await run_in_threadpool(
+        deps.container.audit.last_decisions, [o.key for o in view.objectives]
+    )
     for objective in view.objectives:
         lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[objective.cadence]
         samples = await run_in_threadpool(deps.container.samples.for_gap, objective.key, lookback)
@@ -73,6 +78,7 @@ async def get_objectives(deps: Deps) -> Response:
                 "gap": gap.to_wire(),
                 "gapDecision": decide_for_gap(gap, coverage=0).to_wire(),
                 "latestSample": samples[-1].to_wire() if samples else None,
+                "lastDecision": _decision(last.get(objective.key)),
             }
         )
     return JSONResponse({"objectives": rows, "count": len(rows), "nowMs": now})
@@ -92,6 +98,19 @@ async def get_samples(
             "count": len(samples),
         }
     )
+
+
+def _decision(record: AuditRecord | None) -> dict[str, Any] | None:
+    """The steward's latest gap decision for an objective, or None before its first run."""
+    if record is None:
+        return None
+    entry = record.entry
+    return {
+        "runId": record.run_id,
+        "atMs": record.at_ms,
+        "action": entry.action,
+        "reason": entry.reason,
+    }
 
 
 # --------------------------------------------------------------------------- the steps

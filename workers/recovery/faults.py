@@ -15,6 +15,11 @@ The points the stages pass through, in order (the send stage's are the exactly-o
     send:after_intent                    `sending` is recorded, the wire call not yet made
     send:after_api_ok_before_done        the provider answered ok, the outcome not recorded
     send:after_done_before_ack           the outcome is recorded, the message not yet acked
+    steward:after_audit                  a run's audit is written, nothing dispatched yet
+    steward:after_dispatch               one dispatch is done, the next not yet begun
+
+A steward point's "tracking id" is `objective key:dispatch id` (the objective key alone for
+`after_audit`), so `match` can aim at one objective.
 
 A malformed variable is refused when the process reads it: a fault test that silently injects
 nothing would pass for the wrong reason.
@@ -38,6 +43,8 @@ POINTS = frozenset(
         "after_intent",
         "after_api_ok_before_done",
         "after_done_before_ack",
+        "after_audit",
+        "after_dispatch",
     }
 )
 

@@ -2,11 +2,16 @@
 
 For each objective of the org view (or the one asked for), under a per-objective lease in
 Redis: load its samples, the steward seat's open backlog items for it, its spend over the
-budget window and its playbook (the planner draws the playbook itself; there is no proposer
-endpoint yet), call `plan_run`, write the audit, then carry out each dispatch:
+budget window and, with `SEATWIRE_PROPOSER_URL` set, the proposer's candidates (its failures
+are audited and the playbook, which the planner draws itself, is still used), call
+`plan_run`, write the audit, then carry out each dispatch:
 
 - backlog routes (SELF, COLLABORATE, NEEDS_REVIEW, drift) -> `Backlog.add` under the dispatch
-  id, on the steward seat's backlog (idempotent by id);
+  id, on the steward seat's backlog (idempotent by id); COLLABORATE also takes the item's
+  exclusive claim for the steward seat (`Claims.take`: `renewed` on a rerun, `held` if a
+  collaborator took it over meanwhile);
+- an operator's override that let a candidate through is used up by its dispatch
+  (`Overrides.consume`, after the dispatch: a rerun finds it unused and plans the same);
 - engagement routes (HANDOFF, escalate) -> a blocked work report of the steward seat whose
   blocker names the target as its owner, journalled and enqueued to the engagement stage as
   the ingress does (work id = dispatch id, revision 1: a repeat is a journal `duplicate`).
@@ -17,14 +22,17 @@ done twice). The run id is per (objective, sample decided on, what was decided):
 on the same sample that decides something new (an escalation once its own item is in flight)
 is a new run id and is audited; one that decides the same is not written again.
 
-Not a stage module yet: it declares no `TASK`. Its row in the stage table (a `steward` queue
-on beat, `SEATWIRE_STEWARD_INTERVAL_S`) is still to come; nothing runs it on a schedule.
+The stage module of the steward's beat row: beat schedules `seatwire.steward.tick` on the
+`steward` queue every `SEATWIRE_STEWARD_INTERVAL_S`, and a steward worker runs one run over
+every objective. Two beats (two ticks) or several workers at once are safe: an objective
+held by another run is skipped (`Skipped`), and what was planned is done at most once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,40 +44,37 @@ from contracts import WorkReport
 from contracts.backlog import BacklogEntry, BacklogRoute
 from contracts.goals import Objective, Sample
 from contracts.messages import WorkEnvelope
-from contracts.steward import Dispatch, ObjectiveOutcome, RunPlan, RunTotals
+from contracts.steward import Dispatch, ObjectiveOutcome, ObjectiveProposals, RunPlan, RunTotals
 from contracts.work import BlockerKind
-from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS
+from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS, gap_for
 from pipeline.goals.steward import plan_run
 from pipeline.money import budget_window
+from workers import clock
 from workers.broker import publish
 from workers.container import Container
 from workers.org import OrgSource
-from workers.queues import FIRST_TASK
+from workers.outbound.proposer import Proposer
+from workers.queues import FIRST_TASK, Task, tracking_id_for
+from workers.recovery.faults import crash_point
+from workers.stages.base import Deps, StageTask, register_beat
 from workers.stores import keys
 from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
+from workers.stores.claims import Claims
 from workers.stores.costs import Costs
 from workers.stores.journal import Journal
+from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
 from workers.stores.scripts import text
+
+TASK = Task.STEWARD  # this module's row of the stage table
+
+log = logging.getLogger("seatwire.steward")
 
 LEASE_MS = 60_000
 # What the blocker of an engagement dispatch is, by route: the owner's decision, or the
 # handoff target's part of the work (what the seat cannot get on its own).
 BLOCKER_KIND: dict[str, BlockerKind] = {"escalate": "decision", "HANDOFF": "information"}
-
-
-def steward_lease(objective_key: str) -> str:
-    """The key of one objective's steward-run lease. Belongs in workers/stores/keys.py (the
-    one module of key names); kept here until that file may change."""
-    return f"{keys.PREFIX}steward:lease:{objective_key}"
-
-
-def work_tracking_id(seat_id: str, work_id: str, revision: int) -> str:
-    """The ingress's `tracking_id_for`, the same formula: stages may not import the ingress
-    (its room is beside theirs), so a steward report gets the id a posted one would."""
-    digest = hashlib.sha256(f"{seat_id}\x1f{work_id}\x1f{revision}".encode()).hexdigest()
-    return f"wr-{digest[:24]}"
 
 
 def run_id_for(outcome: ObjectiveOutcome) -> str:
@@ -139,7 +144,11 @@ class StewardRun:
     costs: Costs
     audit: StewardAudit
     journal: Journal
+    overrides: Overrides
+    claims: Claims
     app: Celery
+    claim_lease_ms: int = 86_400_000
+    proposer: Proposer | None = None
     lease_ms: int = LEASE_MS
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
 
@@ -156,20 +165,17 @@ class StewardRun:
             costs=c.costs,
             audit=c.audit,
             journal=c.journal,
+            overrides=c.overrides,
+            claims=c.claims,
             app=celery,
+            claim_lease_ms=c.settings.claim_lease_ms,
+            proposer=Proposer.from_settings(c.settings),
+            lease_ms=c.settings.steward_lease_ms,
         )
 
     def __call__(self, objective_key: str | None = None, *, now_ms: int) -> StewardResult:
         """Run every objective (or the one named) once, each under its lease."""
-        view, _degraded = self.org.current()
-        skipped: list[Skipped] = []
-        if objective_key is None:
-            objectives = view.objectives
-        else:
-            found = view.objective(objective_key)
-            objectives = (found,) if found is not None else ()
-            if found is None:
-                skipped.append(Skipped(objective_key, "no such objective in the org file"))
+        objectives, skipped = self._objectives(objective_key)
         outcomes: list[ObjectiveOutcome] = []
         dispatched: dict[str, str] = {}
         audited = 0
@@ -180,7 +186,14 @@ class StewardRun:
                 continue
             try:
                 outcome, written = self._plan_and_audit(obj, now_ms)
-                dispatched.update((d.id, self._dispatch(d, now_ms)) for d in outcome.dispatches)
+                crash_point("steward", "after_audit", obj.key)
+                for d in outcome.dispatches:
+                    dispatched[d.id] = self._dispatch(d, now_ms)
+                    if d.override is not None:  # the operator's override is used up by it
+                        self.overrides.consume(
+                            obj.key, d.override.candidate_key, d.id, now_ms=now_ms
+                        )
+                    crash_point("steward", "after_dispatch", f"{obj.key}:{d.id}")
             finally:
                 self._release(obj.key, token)
             outcomes.append(outcome)
@@ -190,17 +203,48 @@ class StewardRun:
 
     # ------------------------------------------------------------------ one objective
 
-    def _plan_and_audit(self, obj: Objective, now_ms: int) -> tuple[ObjectiveOutcome, int]:
-        """Load the objective's inputs, plan it, and write its audit once per run id."""
+    def preview(self, objective_key: str | None = None, *, now_ms: int) -> StewardResult:
+        """What a run would decide now, planned from the same inputs, and nothing written: no
+        lease, no audit, no dispatch (`seatwire steward run --dry-run`)."""
+        objectives, skipped = self._objectives(objective_key)
+        outcomes = [self._plan(obj, now_ms) for obj in objectives]
+        plan = RunPlan(now_ms=now_ms, outcomes=tuple(outcomes), totals=RunTotals.of(outcomes))
+        return StewardResult(plan, tuple(skipped))
+
+    def _objectives(self, objective_key: str | None) -> tuple[list[Objective], list[Skipped]]:
+        view, _degraded = self.org.current()
+        if objective_key is None:
+            return list(view.objectives), []
+        found = view.objective(objective_key)
+        if found is None:
+            return [], [Skipped(objective_key, "no such objective in the org file")]
+        return [found], []
+
+    # ------------------------------------------------------------------ one objective
+
+    def _plan(self, obj: Objective, now_ms: int) -> ObjectiveOutcome:
+        """Load the objective's inputs (samples over the trend's lookback, the steward seat's
+        open items for it, spend over its budget window, a proposer's candidates) and plan it."""
         lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[obj.cadence]
         samples: list[Sample] = self.samples.for_gap(obj.key, lookback)
-        seat = obj.seat_id or obj.adopted_by
-        entries = self.backlog.open_items(seat) if seat else []
-        items = [e.as_item() for e in entries if e.objective_key == obj.key]
+        seat = obj.steward_seat
+        entries = self.backlog.open_items(seat, obj.key) if seat else []
+        items = [e.as_item() for e in entries]
         since, until = budget_window(obj.cadence, now_ms)
         spend = {obj.key: self.costs.spend(obj.key, since_ms=since, until_ms=until)}
-        plan = plan_run([obj], {obj.key: samples}, items, spend, now_ms)
-        outcome = plan.outcomes[0]
+        proposals: dict[str, ObjectiveProposals] = {}
+        if self.proposer is not None and obj.is_active and seat:
+            gap = gap_for(obj, samples, now_ms)
+            proposals[obj.key] = self.proposer.propose(obj, gap, now_ms=now_ms)
+        overrides = self.overrides.active(obj.key)
+        plan = plan_run(
+            [obj], {obj.key: samples}, items, spend, now_ms, proposals, overrides=overrides
+        )
+        return plan.outcomes[0]
+
+    def _plan_and_audit(self, obj: Objective, now_ms: int) -> tuple[ObjectiveOutcome, int]:
+        """Plan the objective and write its audit once per run id, ahead of any dispatch."""
+        outcome = self._plan(obj, now_ms)
         written = self.audit.record(run_id_for(outcome), outcome.audit, now_ms=now_ms)
         return outcome, written
 
@@ -219,14 +263,26 @@ class StewardRun:
             claim=d.claim,
             candidate=d.candidate,
         )
-        return self.backlog.add(entry).status
+        added = self.backlog.add(entry).status
+        if d.claim is None:
+            return added
+        # COLLABORATE: the steward seat's exclusive claim, taken once the item is open. On a
+        # rerun it is `renewed`, or `held` when a collaborator has taken it over meanwhile.
+        claimed = self.claims.take(
+            d.id,
+            d.claim.holder_id,
+            owner_id=d.seat_id,
+            now_ms=now_ms,
+            lease_ms=self.claim_lease_ms,
+        )
+        return f"{added}, claim {claimed.status}"
 
     def _engage(self, d: Dispatch, now_ms: int) -> str:
         """Journal the work report, publish its engagement task, mark it enqueued: the
         ingress's `CeleryIntake`, synchronously. A repeat is `duplicate` and publishes
         nothing, unless the first try was journalled but never enqueued."""
         report = work_report_of(d)
-        tracking = work_tracking_id(d.seat_id, report.id, report.revision)
+        tracking = tracking_id_for(d.seat_id, report.id, report.revision)
         payload = WorkEnvelope(
             tracking_id=tracking, seat_id=d.seat_id, accepted_at_ms=now_ms, report=report
         ).model_dump_json(by_alias=True)
@@ -256,14 +312,14 @@ class StewardRun:
     def _take(self, objective_key: str) -> str | None:
         """This run's token on the objective's lease, or None when another run holds it."""
         token = self.new_token()
-        taken = self.client.set(steward_lease(objective_key), token, nx=True, px=self.lease_ms)
+        taken = self.client.set(keys.steward_lease(objective_key), token, nx=True, px=self.lease_ms)
         return token if taken else None
 
     def _release(self, objective_key: str, token: str) -> None:
         """Delete the lease only while it is still ours (compare-and-delete under WATCH; no
         Lua, which lives in the scripts registry only). A lease that lapsed and was taken
         over is left to its new holder; if Redis fails here the lease simply expires."""
-        key = steward_lease(objective_key)
+        key = keys.steward_lease(objective_key)
         with self.client.pipeline() as pipe:
             try:
                 pipe.watch(key)  # type: ignore[no-untyped-call]
@@ -275,3 +331,22 @@ class StewardRun:
                 pipe.execute()
             except redis.RedisError:
                 return  # it changed hands meanwhile (WatchError), or Redis failed: it expires
+
+
+def register(app: Celery, deps: Deps) -> None:
+    def tick(task: StageTask) -> None:
+        c = task.deps()
+        result = StewardRun.of(c, app)(now_ms=clock.now_ms())
+        totals = result.plan.totals
+        log.info(
+            "steward tick: %d objectives run, %d skipped, %d admitted, %d rejected, "
+            "%d dispatches, %d audit lines",
+            totals.run,
+            len(result.skipped),
+            totals.admitted,
+            totals.rejected,
+            totals.dispatches,
+            result.audited,
+        )
+
+    register_beat(app, TASK, deps, tick)

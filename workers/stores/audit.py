@@ -11,10 +11,16 @@ Retention, approximate (`XADD MAXLEN ~`, so Redis trims whole nodes and a stream
 little more): `MAX_GLOBAL` entries in the global stream, `MAX_PER_OBJECTIVE` in each
 objective's. A run id is remembered for `RUN_MEMORY_MS` (30 days), far longer than a crashed
 run takes to be retried; after that the same id would be written again.
+
+`LAST` holds each objective's latest gap decision, written in the same MULTI as its run, so
+`last_decisions` is one read whatever the audit's length. `rejected_titles` reads the titles
+of an objective's newest refused candidates, which an operator's override may name
+(`workers.stores.overrides`); one round trip.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,9 +35,12 @@ from workers.stores.scripts import text
 MAX_GLOBAL = 100_000
 MAX_PER_OBJECTIVE = 10_000
 RUN_MEMORY_MS = 30 * 86_400_000
+REJECTED_SCAN = 1_000  # how many of an objective's newest lines `rejected_titles` reads
 # The run ids already written, under the audit's own prefix; an objective key never starts
 # with ':', so no objective's stream can be this key (`record` refuses one that does).
 RUNS = keys.steward_audit(":runs")
+# Each objective's latest gap decision, {runId, atMs, entry}, written with its run.
+LAST = keys.steward_audit(":last")
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,8 @@ class StewardAudit:
             stream = keys.steward_audit(objective)
             pipe.xadd(stream, fields, maxlen=MAX_PER_OBJECTIVE, approximate=True)
             pipe.xadd(keys.STEWARD_AUDIT, fields, maxlen=MAX_GLOBAL, approximate=True)
+            if AuditEntry.model_validate_json(body).kind == "gap_decision":
+                pipe.hset(LAST, objective, json.dumps({**fields, "entry": json.loads(body)}))
         pipe.zadd(RUNS, {run_id: now_ms})
         pipe.zremrangebyscore(RUNS, "-inf", f"({now_ms - RUN_MEMORY_MS}")
 
@@ -98,3 +109,25 @@ class StewardAudit:
                 )
             )
         return found
+
+    def last_decisions(self, objectives: Sequence[str]) -> dict[str, AuditRecord]:
+        """The latest gap decision of each objective that has one; one round trip."""
+        if not objectives:
+            return {}
+        found: dict[str, AuditRecord] = {}
+        for key, raw in zip(objectives, self.r.hmget(LAST, list(objectives)), strict=True):
+            if raw is not None:
+                data = json.loads(raw)
+                entry = AuditEntry.model_validate(data["entry"])
+                found[key] = AuditRecord(data["runId"], int(data["atMs"]), entry)
+        return found
+
+    def rejected_titles(self, objective: str, scan: int = REJECTED_SCAN) -> list[str]:
+        """The distinct titles of refused candidates among the objective's newest `scan`
+        lines, newest first."""
+        found: dict[str, None] = {}
+        for record in self.read(objective, scan):
+            entry = record.entry
+            if entry.kind == "candidate" and entry.admitted is False and entry.candidate_title:
+                found.setdefault(entry.candidate_title, None)
+        return list(found)

@@ -1,8 +1,10 @@
 """Each seat's backlog (issue 10): what the goal steward dispatches to a seat, and the seat
 closing an item when it is done.
 
-A seat has a hash `keys.backlog(seat)` of item id -> the item's JSON (`BacklogEntry`) and a
-zset `keys.backlog_open(seat)` of the open ids scored by `addedAtMs`, oldest first. The seat's
+A seat has a hash `keys.backlog(seat)` of item id -> the item's JSON (`BacklogEntry`), a
+zset `keys.backlog_open(seat)` of the open ids scored by `addedAtMs`, oldest first, and one
+such zset per objective (`keys.backlog_open_for(seat, objective)`), so that a steward run
+reads an objective's open items at a cost that does not grow with the seat's other work. The seat's
 work revision lives in the same hash under the reserved field `REVISION_FIELD` (`:revision`;
 an item id never starts with ':', `BacklogEntry` refuses one), so one script bumps it in the
 same step that adds the item: it rises by exactly one per newly added item and never on a
@@ -53,7 +55,11 @@ class Backlog:
         """Put `entry` on its seat's backlog once, bumping the seat's revision; `duplicate`
         (nothing written) when its id is there already, whatever its content."""
         reply = self._add(
-            keys=[keys.backlog(entry.seat_id), keys.backlog_open(entry.seat_id)],
+            keys=[
+                keys.backlog(entry.seat_id),
+                keys.backlog_open(entry.seat_id),
+                keys.backlog_open_for(entry.seat_id, entry.objective_key),
+            ],
             args=[
                 entry.id,
                 entry.model_dump_json(by_alias=True),
@@ -76,9 +82,15 @@ class Backlog:
         value = self.r.hget(keys.backlog(seat_id), REVISION_FIELD)
         return 0 if value is None else int(value)
 
-    def open_items(self, seat_id: str) -> list[BacklogEntry]:
-        """The seat's open items, oldest first (by `addedAtMs`, then id)."""
-        ids = [text(i) for i in self.r.zrange(keys.backlog_open(seat_id), 0, -1)]
+    def open_items(self, seat_id: str, objective_key: str | None = None) -> list[BacklogEntry]:
+        """The seat's open items (for one objective, if named), oldest first (by `addedAtMs`,
+        then id)."""
+        index = (
+            keys.backlog_open(seat_id)
+            if objective_key is None
+            else keys.backlog_open_for(seat_id, objective_key)
+        )
+        ids = [text(i) for i in self.r.zrange(index, 0, -1)]
         if not ids:
             return []
         bodies = self.r.hmget(keys.backlog(seat_id), ids)
@@ -106,7 +118,11 @@ class Backlog:
         closed = entry.closed(by=by, now_ms=now_ms)
         # An item's content changes only here, and the script's ZREM lets one close through.
         reply = self._done(
-            keys=[keys.backlog(seat_id), keys.backlog_open(seat_id)],
+            keys=[
+                keys.backlog(seat_id),
+                keys.backlog_open(seat_id),
+                keys.backlog_open_for(seat_id, entry.objective_key),
+            ],
             args=[item_id, closed.model_dump_json(by_alias=True)],
         )
         verb = text(reply[0])

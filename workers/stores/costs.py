@@ -3,8 +3,10 @@ per seat, and summed per objective across every seat for the goal steward's budg
 
 Each seat has a zset `keys.cost_frames(seat)` of frame ids scored by `atMs` (so a budget window
 is one range read) and a hash `keys.cost_frame_ids(seat)` of id -> the frame's canonical JSON
-(so a frame posted again is one). `SEATS` lists the seats that have frames. One Lua script
-(`cost_record`) writes all three at once, or nothing.
+(so a frame posted again is one). `SEATS` lists the seats that have frames, and a zset per
+objective (`keys.cost_by_objective`) names its frames across seats, so the budget gate's
+spend is two round trips whatever the number of seats and objectives. One Lua script
+(`cost_record`) writes all of them at once, or nothing.
 
 A frame's id is its `turnId` when it has one, else the SHA-256 of its canonical JSON; the same
 id with the same JSON is a duplicate, with other JSON a conflict (`FrameConflict`).
@@ -35,6 +37,7 @@ RETENTION_MS = 62 * DAY_MS
 MAX_FRAMES_PER_SEAT = 100_000
 # The index of seats with frames, under the frames' own prefix; a seat id never starts with ':'.
 SEATS = keys.cost_frames(":seats")
+OBJECTIVE_MEMBER_SEP = "\x1f"  # in a member of an objective's index: seat US frame id
 
 
 class FrameConflict(Exception):
@@ -82,8 +85,22 @@ class Costs:
         frame_id, body = frame_id_of(frame), canonical(frame)
         horizon = now_ms - RETENTION_MS
         reply = self._record(
-            keys=[keys.cost_frames(seat_id), keys.cost_frame_ids(seat_id), SEATS],
-            args=[frame_id, body, frame.at_ms, horizon, MAX_FRAMES_PER_SEAT, seat_id],
+            keys=[
+                keys.cost_frames(seat_id),
+                keys.cost_frame_ids(seat_id),
+                SEATS,
+                keys.cost_by_objective(frame.objective or ""),
+            ],
+            args=[
+                frame_id,
+                body,
+                frame.at_ms,
+                horizon,
+                MAX_FRAMES_PER_SEAT,
+                seat_id,
+                "1" if frame.objective is not None else "0",
+                f"{seat_id}{OBJECTIVE_MEMBER_SEP}{frame_id}",
+            ],
         )
         verb = text(reply[0])
         if verb == "conflict":
@@ -99,9 +116,20 @@ class Costs:
         return self._read([seat_id], since_ms, until_ms)
 
     def spend(self, objective: str, *, since_ms: int, until_ms: int) -> int:
-        """The charges of `objective`'s frames, every seat's, with `atMs` in the window."""
-        seats = sorted(text(s) for s in self.r.smembers(SEATS))
-        frames = self._read(seats, since_ms, until_ms)
+        """The charges of `objective`'s frames, every seat's, with `atMs` in the window: its
+        index's range, then each seat's frames in one pipeline (two round trips)."""
+        members = self.r.zrangebyscore(keys.cost_by_objective(objective), since_ms, f"({until_ms}")
+        by_seat: dict[str, list[str]] = {}
+        for member in members:
+            seat, _, frame_id = text(member).partition(OBJECTIVE_MEMBER_SEP)
+            by_seat.setdefault(seat, []).append(frame_id)
+        if not by_seat:
+            return 0
+        with self.r.pipeline(transaction=False) as pipe:
+            for seat, ids in by_seat.items():
+                pipe.hmget(keys.cost_frame_ids(seat), ids)
+            replies = pipe.execute()
+        frames = [CostFrame.model_validate_json(b) for r in replies for b in r if b is not None]
         return spend_in_window(frames, objective=objective, since_ms=since_ms, until_ms=until_ms)
 
     def _read(self, seats: Iterable[str], since_ms: int, until_ms: int | None) -> list[CostFrame]:

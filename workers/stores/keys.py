@@ -128,6 +128,11 @@ def cost_frame_ids(seat_id: str) -> str:
     return f"{PREFIX}cost:ids:{seat_id}"
 
 
+def cost_by_objective(objective_key: str) -> str:
+    """Zset of one objective's frames, every seat's: `seat US frame id` -> atMs."""
+    return f"{PREFIX}cost:obj:{objective_key}"
+
+
 def backlog(seat_id: str) -> str:
     """Hash of one seat's backlog items: item id (the steward's dispatch id) -> item JSON."""
     return f"{PREFIX}backlog:{seat_id}"
@@ -138,9 +143,34 @@ def backlog_open(seat_id: str) -> str:
     return f"{PREFIX}backlog:open:{seat_id}"
 
 
+def backlog_open_for(seat_id: str, objective_key: str) -> str:
+    """Zset of one seat's open items for one objective (what a steward run reads), by added ms."""
+    return f"{PREFIX}backlog:open:{seat_id}:{objective_key}"
+
+
 STEWARD_AUDIT = f"{PREFIX}steward:audit"  # stream of every steward audit entry, all objectives
 
 
 def steward_audit(objective_key: str) -> str:
     """Stream of one objective's steward audit entries, oldest first."""
     return f"{PREFIX}steward:audit:{objective_key}"
+
+
+def steward_lease(objective_key: str) -> str:
+    """One objective's steward-run lease: the token of the run holding it, with a TTL."""
+    return f"{PREFIX}steward:lease:{objective_key}"
+
+
+def steward_overrides(objective_key: str) -> str:
+    """Hash of one objective's operator overrides: candidate key -> the override JSON."""
+    return f"{PREFIX}steward:override:{objective_key}"
+
+
+def claim(item_id: str) -> str:
+    """Hash of one COLLABORATE item's exclusive claim: holder, until when, since when."""
+    return f"{PREFIX}claim:{item_id}"
+
+
+def claim_history(item_id: str) -> str:
+    """Stream of one claim's takes, renewals, takeovers and releases, oldest first."""
+    return f"{PREFIX}claim:{item_id}:log"

@@ -19,6 +19,8 @@ from redis.commands.core import Script
 SCRIPTS: dict[str, tuple[str, ...]] = {
     "backlog_add": (),
     "backlog_done": (),
+    "claim_release": (),
+    "claim_take": (),
     "cost_record": (),
     "decision_record": (),
     "delivery_count": ("dead_letter",),
