@@ -77,16 +77,18 @@ def sample(container: Container, key: str, value: float) -> None:
     container.samples.record(key, s)
 
 
-def test_the_tick_task_runs_every_objective(container: Container, redis_url: str) -> None:
-    """`seatwire.steward.tick`, run as its worker would, plans and dispatches every objective."""
+def test_the_tick_task_runs_every_objective(container: Container) -> None:
+    """`seatwire.steward.tick`, on the `steward` queue, run as its worker would, plans and
+    dispatches every objective."""
     sample(container, "solo", 2)
     app = create_app(container.settings, container=container)
     container.app = app
-    result = app.tasks[Task.STEWARD.value].apply()
+    task = app.tasks[Task.STEWARD.value]
+    assert task.queue == "steward" and task.max_retries == 0
+    result = task.apply()
     assert result.successful(), result.result
-    items = container.backlog.open_items("seat")
     # solo: two new per run; pairs has no sample yet: its "restore the measurement" item.
-    assert sorted((e.objective_key, e.route) for e in items) == [
+    assert sorted((e.objective_key, e.route) for e in container.backlog.open_items("seat")) == [
         ("pairs", "drift"),
         ("solo", "SELF"),
         ("solo", "SELF"),
@@ -170,3 +172,36 @@ def test_a_dry_run_writes_nothing(container: Container, app: Celery, redis_clien
     assert preview.plan.totals.dispatches == 3  # solo's two, pairs' drift (no sample)
     run = StewardRun.of(container, app)(now_ms=NOW)
     assert [d.id for d in run.plan.dispatches] == [d.id for d in preview.plan.dispatches]
+
+
+def test_a_run_that_dies_part_way_is_finished_by_the_next(
+    container: Container, app: Celery, redis_client: redis.Redis
+):
+    """A run that dies after its first dispatch leaves the second pending; the next run does
+    it before planning (which would now refuse it: the first is in flight), and nothing is
+    done twice or audited twice."""
+    sample(container, "solo", 2)
+    steward = StewardRun.of(container, app)
+    real = steward._dispatch
+    calls: list[str] = []
+
+    def dies_after_one(d: Any, now_ms: int) -> str:
+        if calls:
+            raise SystemExit("killed")  # as a SIGKILL between two dispatches
+        calls.append(d.id)
+        return real(d, now_ms)
+
+    steward._dispatch = dies_after_one  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        steward("solo", now_ms=NOW)
+    (planned,) = [d for d in container.audit.pending("solo") if d.id not in calls]
+    assert len(container.backlog.open_items("seat", "solo")) == 1
+
+    again = StewardRun.of(container, app)("solo", now_ms=NOW + 1)
+    assert again.dispatched[planned.id] == "added"
+    assert container.audit.pending("solo") == []
+    ids = sorted(e.id for e in container.backlog.open_items("seat", "solo"))
+    assert ids == sorted([calls[0], planned.id])
+    assert container.backlog.revision("seat") == 2
+    lines = [(r.run_id, r.entry.model_dump_json()) for r in container.audit.read("solo", 100)]
+    assert len(lines) == len(set(lines))

@@ -114,11 +114,28 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     ]
 
 
+def parse_json(raw: bytes) -> object:
+    """The body as JSON, or ValueError saying why not: not JSON or not UTF-8, an integer of
+    more digits than Python reads (4,300), nesting deeper than it recurses, or a string with
+    a lone surrogate (`"\\ud800"` is valid JSON but no text Redis or a client can hold)."""
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return data
+
+
 def json_body(raw: bytes) -> object:
     """The body as JSON; a 422 Refusal (`invalid_json`, field `(body)`) when it is not."""
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return parse_json(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         detail = [{"field": "(body)", "message": str(exc), "type": "json_invalid"}]
         raise Refusal(
             problem(422, "invalid_json", f"the body is not JSON: {exc}", detail=detail)

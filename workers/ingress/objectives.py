@@ -13,7 +13,6 @@ latest gap decision for it (its run id, time, action and reason), or null before
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -25,7 +24,7 @@ from contracts.goals import Objective, Sample
 from pipeline.goals.admission import decide_for_gap
 from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS, gap_for
 from workers.ingress.deps import Deps, IngressDeps
-from workers.ingress.http import Refusal, field_errors, problem
+from workers.ingress.http import Refusal, field_errors, parse_json, problem
 from workers.ingress.v1 import read_json, require_token
 from workers.stores.audit import AuditRecord
 
@@ -128,8 +127,8 @@ def sample_of(raw: bytes, *, now_ms: int) -> Sample:
     """The sample in the body; a 422 Refusal naming the field that is wrong. Strict: `"3"`
     and `true` are not numbers, NaN and infinity (which Python's json reads) are refused."""
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = parse_json(raw)
+    except ValueError as exc:
         raise Refusal(
             refuse("invalid_json", f"the body is not JSON: {exc}", "(body)", "json_invalid")
         ) from None

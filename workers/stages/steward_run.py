@@ -16,11 +16,13 @@ are audited and the playbook, which the planner draws itself, is still used), ca
   blocker names the target as its owner, journalled and enqueued to the engagement stage as
   the ingress does (work id = dispatch id, revision 1: a repeat is a journal `duplicate`).
 
-The audit is written first (write-ahead): a run that dies in its dispatches is run again with
-the same plan, so the same run id (nothing audited twice) and the same dispatch ids (nothing
-done twice). The run id is per (objective, sample decided on, what was decided): a later run
-on the same sample that decides something new (an escalation once its own item is in flight)
-is a new run id and is audited; one that decides the same is not written again.
+The audit is written first (write-ahead), and with it the run's dispatches as pending; each
+is taken off once done. A run that dies in its dispatches leaves the rest pending, and the
+next run of the objective does them (each at most once by its id) before it plans again,
+so nothing admitted is lost and nothing is done twice. The run id is per (objective, sample
+decided on, what was decided): a later run on the same sample that decides something new
+(an escalation once its own item is in flight) is a new run id and is audited; one that
+decides the same is not written again.
 
 The stage module of the steward's beat row: beat schedules `seatwire.steward.tick` on the
 `steward` queue every `SEATWIRE_STEWARD_INTERVAL_S`, and a steward worker runs one run over
@@ -185,14 +187,14 @@ class StewardRun:
                 skipped.append(Skipped(obj.key, "another steward run holds its lease"))
                 continue
             try:
+                # What a run that died part-way planned and did not do is done first: the
+                # plan is written ahead, so nothing it admitted is lost.
+                for d in self.audit.pending(obj.key):
+                    dispatched[d.id] = self._carry_out(d, now_ms)
                 outcome, written = self._plan_and_audit(obj, now_ms)
                 crash_point("steward", "after_audit", obj.key)
                 for d in outcome.dispatches:
-                    dispatched[d.id] = self._dispatch(d, now_ms)
-                    if d.override is not None:  # the operator's override is used up by it
-                        self.overrides.consume(
-                            obj.key, d.override.candidate_key, d.id, now_ms=now_ms
-                        )
+                    dispatched[d.id] = self._carry_out(d, now_ms)
                     crash_point("steward", "after_dispatch", f"{obj.key}:{d.id}")
             finally:
                 self._release(obj.key, token)
@@ -243,10 +245,22 @@ class StewardRun:
         return plan.outcomes[0]
 
     def _plan_and_audit(self, obj: Objective, now_ms: int) -> tuple[ObjectiveOutcome, int]:
-        """Plan the objective and write its audit once per run id, ahead of any dispatch."""
+        """Plan the objective and write its audit and its dispatches (as pending) once per
+        run id, ahead of any dispatch."""
         outcome = self._plan(obj, now_ms)
-        written = self.audit.record(run_id_for(outcome), outcome.audit, now_ms=now_ms)
+        written = self.audit.record(
+            run_id_for(outcome), outcome.audit, now_ms=now_ms, pending=outcome.dispatches
+        )
         return outcome, written
+
+    def _carry_out(self, d: Dispatch, now_ms: int) -> str:
+        """Do one dispatch (at most once by its id), use up the override that let it through,
+        and take it off the pending ones."""
+        status = self._dispatch(d, now_ms)
+        if d.override is not None:
+            self.overrides.consume(d.objective_key, d.override.candidate_key, d.id, now_ms=now_ms)
+        self.audit.done(d)
+        return status
 
     def _dispatch(self, d: Dispatch, now_ms: int) -> str:
         if d.kind == "engagement":

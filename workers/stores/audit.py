@@ -12,6 +12,11 @@ little more): `MAX_GLOBAL` entries in the global stream, `MAX_PER_OBJECTIVE` in 
 objective's. A run id is remembered for `RUN_MEMORY_MS` (30 days), far longer than a crashed
 run takes to be retried; after that the same id would be written again.
 
+A run's planned dispatches are written in the same MULTI (`keys.steward_pending`, one hash
+per objective) and each is taken out once done: a run that dies part-way leaves the rest
+there, and the next run of the objective finishes them before it plans again (planning anew
+would see the half-done run's own items as work in flight and refuse the rest).
+
 `LAST` holds each objective's latest gap decision, written in the same MULTI as its run, so
 `last_decisions` is one read whatever the audit's length. `rejected_titles` reads the titles
 of an objective's newest refused candidates, which an operator's override may name
@@ -28,7 +33,7 @@ from typing import Any, cast
 import redis
 from redis.client import Pipeline
 
-from contracts.steward import AuditEntry
+from contracts.steward import AuditEntry, Dispatch
 from workers.stores import keys
 from workers.stores.scripts import text
 
@@ -59,9 +64,17 @@ class StewardAudit:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
 
-    def record(self, run_id: str, entries: Sequence[AuditEntry], *, now_ms: int) -> int:
+    def record(
+        self,
+        run_id: str,
+        entries: Sequence[AuditEntry],
+        *,
+        now_ms: int,
+        pending: Sequence[Dispatch] = (),
+    ) -> int:
         """Write one run's entries, all or none, once per `run_id`; how many were written
-        (0 when this run id was already recorded)."""
+        (0 when this run id was already recorded). `pending` are the run's planned
+        dispatches, written with it (`keys.steward_pending`) until each is done (`done`)."""
         if not run_id:
             raise ValueError("a steward run needs a run id")
         for entry in entries:
@@ -77,6 +90,9 @@ class StewardAudit:
                         return 0
                     pipe.multi()
                     self._write(pipe, run_id, rows, now_ms)
+                    for d in pending:
+                        body = d.model_dump_json(by_alias=True)
+                        pipe.hset(keys.steward_pending(d.objective_key), d.id, body)
                     pipe.execute()
                     return len(rows)
                 except redis.WatchError:
@@ -109,6 +125,15 @@ class StewardAudit:
                 )
             )
         return found
+
+    def pending(self, objective: str) -> list[Dispatch]:
+        """The objective's planned dispatches that a run wrote and did not finish."""
+        raw = cast(dict[Any, Any], self.r.hgetall(keys.steward_pending(objective)))
+        return sorted((Dispatch.model_validate_json(v) for v in raw.values()), key=lambda d: d.id)
+
+    def done(self, dispatch: Dispatch) -> None:
+        """One planned dispatch is done: it is no longer pending."""
+        self.r.hdel(keys.steward_pending(dispatch.objective_key), dispatch.id)
 
     def last_decisions(self, objectives: Sequence[str]) -> dict[str, AuditRecord]:
         """The latest gap decision of each objective that has one; one round trip."""

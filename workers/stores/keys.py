@@ -161,6 +161,12 @@ def steward_lease(objective_key: str) -> str:
     return f"{PREFIX}steward:lease:{objective_key}"
 
 
+def steward_pending(objective_key: str) -> str:
+    """Hash of one objective's planned dispatches not yet done: dispatch id -> its JSON. Written
+    with the run's audit, emptied as each is done; a run that died leaves the rest here."""
+    return f"{PREFIX}steward:pending:{objective_key}"
+
+
 def steward_overrides(objective_key: str) -> str:
     """Hash of one objective's operator overrides: candidate key -> the override JSON."""
     return f"{PREFIX}steward:override:{objective_key}"
