@@ -27,7 +27,10 @@ BacklogDoneVerb = Literal["done", "already_done", "unknown"]
 
 
 class BacklogEntry(Wire):
-    """One item on a seat's backlog; `doneAtMs` and `doneBy` are set when the seat closes it."""
+    """One item on a seat's backlog; `doneAtMs` and `doneBy` are set when the seat closes it.
+    `forMemberId` names the person the item is for when that is not the seat itself: the
+    objective's owner on a drift item ("restore the measurement"), the reviewer or the
+    collaborator on reviewed and shared work."""
 
     id: str = Field(min_length=1)
     seat_id: str = Field(min_length=1)
@@ -41,6 +44,7 @@ class BacklogEntry(Wire):
     review: ReviewRequirement | None = None
     claim: Claim | None = None
     candidate: WorkCandidate | None = None
+    for_member_id: str | None = None
 
     @field_validator("id")
     @classmethod
@@ -70,6 +74,7 @@ class BacklogEntry(Wire):
             objective_key=self.objective_key,
             seat_id=self.seat_id,
             state=self.state,
+            route=self.route,
         )
 
 

@@ -41,6 +41,10 @@ class MessagePart(StrictWire):
 
 
 class BoardPart(StrictWire):
+    """A board event. `action` is what happened (assigned, review_requested,
+    review_request_removed, opened, edited, commented, reviewed); `mentions` are only the
+    @mentions that are news in it (an edit's new ones, not the ones already read)."""
+
     action: str = ""
     actor_id: str | None = None
     assignee_ids: tuple[str, ...] = ()
@@ -48,6 +52,11 @@ class BoardPart(StrictWire):
     owner_ids: tuple[str, ...] = ()
     body: str = Field(default="", max_length=100_000)
     mentions: tuple[str, ...] = ()
+    review_state: str | None = Field(
+        default=None,
+        max_length=64,
+        description="a submitted review's state (approved, changes_requested, commented)",
+    )
 
 
 class CallPart(StrictWire):

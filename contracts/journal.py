@@ -141,7 +141,9 @@ CloseAs = ClosedState  # the state a dead letter gives its journal entry
 # permanent error) and `unknown_state:<state>` (the sweeper found a state leading nowhere).
 DeadLetterReason = Literal[
     "worker_lost_loop",  # delivery_count: redelivered to the cap, its process died each time
-    "stuck",  # sweep_claim: re-enqueued to the cap with no progress
+    # sweep_claim: started to the cap with no progress; delivery_count: a sweeper copy
+    # started at the cap
+    "stuck",
     "max_retries",  # a transient error outlasted its retries
     "failed",  # the sweeper found an entry a stage failed, still open
 ]
@@ -176,8 +178,13 @@ DeadLetterVerb = Literal["dead", "missing"]
 # dlq_replay: {verb, ...}; workers' replay adds `nomessage` (a letter with nothing to publish).
 ReplayVerb = Literal["ok", "final", "replayed", "unknown", "missing"]
 ReplayOutcome = Literal[ReplayVerb, "nomessage"]
-# sweep_claim: {verb, ...}.
-SweepVerb = Literal["requeue", "dead", "skip", "vanished", "closed"]
+# sweep_claim: {verb, ...}. `waiting` (a copy is in its queue) and `running` (a worker holds
+# its running mark) only move the deadline on; `fenced` writes nothing (the tick's beat
+# leader was deposed).
+SweepVerb = Literal["requeue", "waiting", "running", "dead", "skip", "fenced", "vanished", "closed"]
+# leader_hold: {verb, token, holder, leaseMs}; leader_release: {released} | {not_holder}
+# (ClaimVerb's words). Only `elected` and `renewed` write.
+LeaderVerb = Literal["elected", "renewed", "standby"]
 # journal_accept and journal_skip: {'new', ...}, or the state of the entry already there.
 AcceptVerb = Literal["new"]
 # journal_enqueue: {verb, state, storedFingerprint}.
@@ -198,6 +205,9 @@ ClaimVerb = Literal[
     "taken", "renewed", "held", "takeover", "not_open", "released", "not_holder", "none"
 ]
 
+# rate_take: {verb, retryAfterUs}; only `allowed` writes (the ingress's per-source limit).
+RateVerb = Literal["allowed", "limited"]
+
 ScriptVerb = Literal[
     SendBeginVerb,
     OpFinishVerb,
@@ -212,5 +222,7 @@ ScriptVerb = Literal[
     RecordVerb,
     BacklogVerb,
     ClaimVerb,
+    RateVerb,
+    LeaderVerb,
 ]
 SCRIPT_VERBS: frozenset[ScriptVerb] = frozenset(get_args(ScriptVerb))

@@ -76,6 +76,23 @@ class Seat(StrictWire):
     surfaces: dict[str, bool] = Field(default_factory=dict)
     launcher: LauncherSpec = Field(default_factory=LauncherSpec)
     operator_id: str | None = None
+    slack_bot_user_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the user id of this seat's Slack app's bot (`auth.test` user_id): what "
+        "it posts is its own echo",
+    )
+    slack_bot_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the `bot_id` of this seat's Slack app (`auth.test` bot_id): a post that "
+        "carries only it (a response_url or incoming-webhook post) is its own echo too",
+    )
+
+    @property
+    def own_identities(self) -> tuple[str, ...]:
+        """The provider identities this seat posts as, besides its aliases."""
+        return tuple(i for i in (self.slack_bot_user_id, self.slack_bot_id) if i)
 
     def answers_to(self, ident: str) -> bool:
         """True when `ident` is this seat's member id or one of its aliases (case-insensitive)."""

@@ -88,13 +88,15 @@ Micros = Annotated[int, BeforeValidator(_micros), Field(ge=0)]
 
 
 class BacklogItem(Wire):
-    """An item on a seat's backlog; only an `open` one counts as work in flight."""
+    """An item on a seat's backlog; only an `open` one counts as work in flight, and a
+    `drift` one (restore the measurement) never does: it is not work on the number."""
 
     id: str = Field(min_length=1)
     title: str = ""
     objective_key: str
     seat_id: str | None = None
     state: BacklogState = "open"
+    route: str | None = None  # what made it (DispatchRoute), when the shell knows
 
 
 class Proposal(Wire):
@@ -227,7 +229,8 @@ class OverriddenAdmission(Admission):
 class RunInputs(Wire):
     """What one run reads; `samples`, `spend` (micro-USD, already summed over each budget
     window) and `proposals` are keyed by objective key, and a missing key means none.
-    `overrides` are the operators' overrides; only the active ones are used."""
+    `overrides` are the operators' overrides; only the active ones are used. `dispatched`
+    are dispatch ids already carried out (on this sample or any): never planned again."""
 
     now_ms: StrictInt = Field(ge=0)
     objectives: tuple[Objective, ...] = ()
@@ -237,6 +240,7 @@ class RunInputs(Wire):
     proposals: Mapping[str, ObjectiveProposals] = Field(default_factory=dict)
     policy: RunPolicy = RunPolicy()
     overrides: tuple[Override, ...] = ()
+    dispatched: tuple[str, ...] = ()
 
     @field_validator("objectives")
     @classmethod

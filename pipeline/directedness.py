@@ -46,6 +46,7 @@ __all__ = [
     "ambient",
     "names_pattern",
     "no",
+    "own_ids_of",
     "prepare",
     "resolve_directed",
     "yes",
@@ -64,6 +65,7 @@ def _seat(seat: Seat | Mapping[str, object]) -> JSON:
             "aliases": seat.aliases,
             "names": seat.names,
             "surfaces": seat.surfaces,
+            "ownIds": seat.own_identities,
         }
     return _plain(seat)
 
@@ -89,6 +91,17 @@ def aliases_of(seat: Seat | Mapping[str, object]) -> frozenset[str]:
     s = _seat(seat)
     aliases = s.get("aliases") or ()
     return _fset([s.get("memberId"), *(aliases if isinstance(aliases, Iterable) else ())])
+
+
+def own_ids_of(seat: Seat | Mapping[str, object]) -> frozenset[str]:
+    """The identities a seat's app posts as besides its aliases (`ownIds`: a Slack app's
+    `bot_id`, or a bot user the whole org's seats share). They only ever mark an echo:
+    nobody mentions a bot_id, and a shared bot's mention addresses no one seat."""
+    own = _seat(seat).get("ownIds") or ()
+    return _fset(own) if isinstance(own, Iterable) and not isinstance(own, str) else _NO_IDS
+
+
+_NO_IDS: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=1024)
@@ -119,16 +132,19 @@ def resolve_directed(
     facts: SeatFacts | Mapping[str, object] | None = None,
     *,
     aliases: frozenset[str] | None = None,
+    own: frozenset[str] | None = None,
 ) -> Directedness:
     """Decide whether `candidate` is addressed to `seat`, given what is known about the seat.
 
-    `aliases` is `aliases_of(seat)` when the caller holds it prepared (the workers index it once
-    per org load); without it, it is worked out here. `candidate` may be `prepare`d once for
-    many seats."""
+    `aliases` is `aliases_of(seat)` and `own` is `own_ids_of(seat)` when the caller holds them
+    prepared (the workers index them once per org load); without them, they are worked out
+    here. `candidate` may be `prepare`d once for many seats. Whatever identity of the seat
+    authored the event, it is `own_echo` before any other rule is asked."""
     p = prepare(candidate)
     s = _seat(seat)
     f = _facts(facts)
     me = aliases_of(s) if aliases is None else aliases
+    mine = own_ids_of(s) if own is None else own
     surfaces = _map(s.get("surfaces"))
 
     def on(surface: str, verdict: Directedness) -> Directedness:
@@ -141,6 +157,9 @@ def resolve_directed(
         return verdict
 
     family = p.family
+    author = _author(p)
+    if author and (author in me or author in mine):
+        return _OWN_ECHO.get(str(family), _OWN_ECHO["messaging"])
     if family == "messaging":
         return _messaging(p, s, f, me, on)
     if family == "board":
@@ -152,6 +171,27 @@ def resolve_directed(
     return no("unsupported_family", f"no rules for family {family!r}")
 
 
+_OWN_ECHO = {
+    "messaging": no("own_echo", "this seat wrote it; answering itself would loop"),
+    "board": no("own_echo", "this seat made the change"),
+    "calling": no("own_echo", "this seat placed the call"),
+    "calendar": no("own_echo", "this seat changed its own event"),
+}
+
+
+def _author(p: Prepared) -> str:
+    """Who made the event, in its family's terms (normalised; '' when nobody is named)."""
+    if p.family == "messaging":
+        return p.author
+    if p.family == "board":
+        return p.board.actor if p.board is not None else ""
+    if p.family == "calling":
+        return p.call.caller if p.call is not None else ""
+    if p.family == "calendar":
+        return p.calendar.organizer if p.calendar is not None else ""
+    return ""
+
+
 def _names(s: JSON) -> tuple[str, ...]:
     names = s.get("names") or ()
     if type(names) is tuple:
@@ -161,8 +201,6 @@ def _names(s: JSON) -> tuple[str, ...]:
 
 def _messaging(p: Prepared, s: JSON, f: JSON, me: frozenset[str], on: Gate) -> Directedness:
     channel = p.channel
-    if p.author in me:
-        return no("own_echo", "this seat wrote it; answering itself would loop")
     visible = _known(f.get("visibleChannelIds"))
     if visible is not None and channel not in visible:
         return NOT_VISIBLE
@@ -207,8 +245,6 @@ def ambient(p: Prepared) -> Directedness:
 
 
 def _board(p: Prepared, b: BoardView, f: JSON, me: frozenset[str], on: Gate) -> Directedness:
-    if b.actor in me:
-        return no("own_echo", "this seat made the change")
     repos = _known(f.get("visibleRepoIds"))
     if repos is not None and p.channel not in repos:
         return no("not_visible", "the seat may not read this repository or board")
@@ -219,17 +255,37 @@ def _board(p: Prepared, b: BoardView, f: JSON, me: frozenset[str], on: Gate) -> 
             "review_request",
             yes("review_request", "review_requested", "this seat's review was requested"),
         )
+    if b.action == "review_request_removed" and b.reviewers & me:
+        return on(
+            "review_request",
+            yes(
+                "review_request",
+                "review_request_removed",
+                "the earlier request for this seat's review was withdrawn",
+            ),
+        )
     if b.mentions & me:
         return on("mention", yes("mention", "mention", "a structured @mention of this seat"))
+    involved = bool((b.owners | b.assignees) & me)
+    if b.action == "reviewed" and involved:
+        return on(
+            "review",
+            yes(
+                "review",
+                "review_submitted",
+                "a review of a pull request this seat opened or is assigned",
+            ),
+        )
     item = _norm(p.issue_id)
-    mine = (item and item in _set(f.get("ownedItemIds"))) or ((b.owners | b.assignees) & me)
-    if b.action == "commented" and mine:
+    follows = involved or bool(item and item in _set(f.get("ownedItemIds")))
+    if b.action in FOLLOWED_ACTIONS and follows:
         return on(
             "thread_reply",
             yes(
                 "thread_reply",
                 "item_activity",
-                "a comment on an item this seat owns, wrote or is assigned",
+                "activity on an item this seat opened, is assigned, was asked to review, "
+                "was mentioned in or commented on",
             ),
         )
     return no(
@@ -237,17 +293,17 @@ def _board(p: Prepared, b: BoardView, f: JSON, me: frozenset[str], on: Gate) -> 
     )
 
 
+# What reaches a seat that follows an item: its later comments, review comments and reviews.
+FOLLOWED_ACTIONS = frozenset({"commented", "reviewed"})
+
+
 def _calling(call: CallView, me: frozenset[str], on: Gate) -> Directedness:
-    if call.caller in me:
-        return no("own_echo", "this seat placed the call")
     if call.callees & me:
         return on("call", yes("call", "callee", "this seat is being called"))
     return no("ambient", "a call to others")
 
 
 def _calendar(cal: CalendarView, me: frozenset[str], on: Gate) -> Directedness:
-    if cal.organizer in me:
-        return no("own_echo", "this seat changed its own event")
     if cal.action in ("invite", "update", "cancel") and cal.attendees & me:
         return on(
             "invite",

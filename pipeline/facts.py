@@ -62,7 +62,7 @@ class Learned:
     spoke_in: str | None = None  # a thread root the seat has now spoken in
     named_in: str | None = None  # a thread root the seat has now been named in
     joined: bool = False  # the seat belongs to the event's channel
-    owns_item: bool = False  # the event's board item is now the seat's
+    owns_item: bool = False  # the seat follows the event's board item from now on
 
     def __bool__(self) -> bool:
         return bool(self.spoke_in or self.named_in or self.joined or self.owns_item)
@@ -158,7 +158,14 @@ def facts_for(
 _NOTHING = Learned()
 # The only verdict reasons that teach anything; every other verdict (most of them) is answered
 # before the candidate is read.
-_TEACHING = frozenset({"own_echo", "reply_to_me", "mention", "named", "dm", "assigned"})
+_TEACHING = frozenset(
+    {"own_echo", "reply_to_me", "mention", "named", "dm", "assigned", "review_requested"}
+)
+# A board item a seat acted on, was assigned, was asked to review or was @mentioned in is one
+# it follows from then on (as a Slack thread it spoke or was named in): its later comments,
+# review comments and reviews reach it as `thread_reply`, until the fact fades (FACT_TTL_MS
+# after the seat's last such involvement).
+_FOLLOWING = frozenset({"own_echo", "assigned", "review_requested", "mention"})
 
 
 def learn(candidate: Event, verdict: Directedness, *, channel_listed: bool) -> Learned:
@@ -178,7 +185,8 @@ def learn(candidate: Event, verdict: Directedness, *, channel_listed: bool) -> L
         if verdict.directed and verdict.reason == "dm" and not channel_listed:
             return Learned(joined=True)
         return _NOTHING
-    if p.family == "board" and verdict.directed and verdict.reason == "assigned":
+    following = verdict.directed or verdict.reason == "own_echo"
+    if p.family == "board" and verdict.reason in _FOLLOWING and following:
         return Learned(owns_item=True)
     return _NOTHING
 

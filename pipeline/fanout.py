@@ -31,12 +31,13 @@ _NOTHING = Learned()
 
 @dataclass(frozen=True, slots=True)
 class RosterSeat:
-    """A seat as the directedness rules read it: its member id, its camelCase dict and its
-    normalised alias set (`aliases_of`)."""
+    """A seat as the directedness rules read it: its member id, its camelCase dict, its
+    normalised alias set (`aliases_of`) and the other identities it posts as (`own_ids_of`)."""
 
     member_id: str
     wire: JSON
     aliases: frozenset[str]
+    own: frozenset[str] = frozenset()  # `own_ids_of`: identities that only mark its echo
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ class Roster:
         by_alias: dict[str, list[int]] = {}
         names: list[str] = []
         for i, seat in enumerate(ordered):
-            for alias in seat.aliases:
+            for alias in seat.aliases | seat.own:
                 by_alias.setdefault(alias, []).append(i)
             listed = seat.wire.get("names") or ()
             names += [str(n) for n in listed] if isinstance(listed, Iterable) else []
@@ -121,7 +122,7 @@ def _concerned(p: Prepared, roster: Roster, known: Known, places: Places) -> set
 
 def _resolve(p: Prepared, seat: RosterSeat, known: Known, places: Places) -> Resolved:
     facts = facts_for(p, seat.member_id, seat.aliases, known, places=places)
-    verdict = resolve_directed(p, seat.wire, facts, aliases=seat.aliases)
+    verdict = resolve_directed(p, seat.wire, facts, aliases=seat.aliases, own=seat.own)
     return Resolved(
         seat.member_id, verdict, learn(p, verdict, channel_listed=known.channel is not None)
     )

@@ -70,15 +70,20 @@ NAMED: frozenset[str] = frozenset(
 # Literals in Lua code that are not states or verbs, by what they are.
 REDIS_COMMANDS = frozenset(
     {
+        "DEL",  # leader_release
         "EXISTS",
+        "GET",  # the beat epoch (a fencing token)
         "HDEL",
         "HGET",
         "HINCRBY",
         "HSET",
         "HSETNX",
+        "INCR",  # leader_hold: a new term's token
         "LPUSH",
         "PERSIST",
         "PEXPIRE",
+        "PTTL",  # leader_hold: a standby's wait
+        "SET",  # delivery_count: a started message's running mark
         "SADD",
         "TIME",
         "XADD",
@@ -101,6 +106,7 @@ COMMAND_ARGUMENTS = frozenset(
         "~",  # ... approximately
         "*",  # XADD: a new id
         "MINID",  # XTRIM
+        "PX",  # SET: with a TTL in ms
         "LIMIT",  # ZRANGEBYSCORE
         "WITHSCORES",  # ZREVRANGE
         "XX",  # ZADD: only an existing member

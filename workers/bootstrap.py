@@ -8,6 +8,7 @@ hand them a container they built themselves.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 
@@ -34,6 +35,8 @@ from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
+
+log = logging.getLogger("seatwire.bootstrap")
 
 __all__ = ["Container", "Provider", "build_container", "now_ms", "redis_client"]
 
@@ -117,6 +120,35 @@ def build_container(
     )
 
 
+def learn_own_identity(container: Container) -> str | None:
+    """With the Slack adapter, what `auth.test` says the token's bot is (its user and its
+    `bot_id`) becomes a seat's own identity, so its posts are `own_echo` in this process's
+    directedness (workers/org.py `learn_slack_identity`). None with another adapter. A
+    failing `auth.test` is reported, not raised: the org file's `slackBotUserId` and
+    `slackBotId` still hold, and a send worker refuses to start on it anyway."""
+    if container.settings.outbound != "slack":
+        return None
+    from workers.org import learn_slack_identity
+    from workers.outbound.slack import SlackOutbound
+
+    outbound = container.outbound
+    assert isinstance(outbound, SlackOutbound)
+    try:
+        if not outbound.identity:
+            outbound.check()
+    except ConfigError as exc:
+        log.warning("could not learn the Slack bot's identity: %s", exc)
+        return f"could not learn the Slack bot's identity: {exc}"
+    return learn_slack_identity(container.org, outbound.identity)
+
+
+def _with_identity(container: Container) -> Container:
+    learned = learn_own_identity(container)
+    if learned:
+        log.info("%s", learned)
+    return container
+
+
 class Provider:
     """This process's container, built on first use and again after a fork (a prefork pool
     process must not share its parent's connections), or a container given up front."""
@@ -135,7 +167,8 @@ class Provider:
 
     @classmethod
     def from_settings(cls, settings: Settings, app: Celery | None = None) -> Provider:
-        return cls(lambda: build_container(settings, app=app))
+        """Each worker process's own container, with the Slack bot's identity learned."""
+        return cls(lambda: _with_identity(build_container(settings, app=app)))
 
     def __call__(self) -> Container:
         if self._fixed is not None:

@@ -1,4 +1,5 @@
-"""The `seatwire` command: up, demo, worker, ingress, beat, dlq, steward, objectives, schema."""
+"""The `seatwire` command: up, demo, worker, ingress, beat (and beat status), dlq, steward,
+objectives, schema."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from workers.queues import WORKER_QUEUES, Queue
 from workers.settings import Settings
 
 if TYPE_CHECKING:
+    import redis
+
     from workers.stores.dlq import DeadLetters
 
 cli = typer.Typer(
@@ -240,51 +243,103 @@ def schema(
     console.print(f"wrote {len(schemas)} schemas to {out}")
 
 
-@cli.command()
-def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
-    """Run beat: the sweeper and the parking lot, every SEATWIRE_SWEEP_INTERVAL_S, and the
-    goal steward's tick for a `steward` worker, every SEATWIRE_STEWARD_INTERVAL_S (needs
-    SEATWIRE_REDIS_URL). Run exactly one per deployment."""
-    from workers import bootstrap
-    from workers.celery_app import create_app
+beat_cli = typer.Typer(
+    invoke_without_command=True,
+    help="Run beat (the sweeper, the parking lot and the goal steward's tick), or `status`.",
+)
+cli.add_typer(beat_cli, name="beat")
 
-    settings = _settings()
+
+def _beat_redis(settings: Settings) -> redis.Redis:
+    from workers import bootstrap
+
     if settings.embedded:
         _refuse(
             "a separate beat needs a shared broker: set SEATWIRE_REDIS_URL "
             "(`seatwire up` runs the same tick in its own process)"
         )
     try:
-        bootstrap.build_container(settings).redis.ping()
+        client = bootstrap.build_container(settings).redis
+        client.ping()
     except ConfigError as exc:
         _refuse(exc)
     except Exception as exc:
         console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
         raise typer.Exit(2) from exc
+    return client
+
+
+@beat_cli.callback()
+def beat(ctx: typer.Context, loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Run beat: the sweeper and the parking lot, every SEATWIRE_SWEEP_INTERVAL_S, and the
+    goal steward's tick for a `steward` worker, every SEATWIRE_STEWARD_INTERVAL_S (needs
+    SEATWIRE_REDIS_URL). Several may run: one leads (a lease in Redis), the others stand by
+    and take over within 1.25 x SEATWIRE_BEAT_LEASE_MS when it dies."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from workers.celery_app import create_app
+    from workers.recovery.leader import Lease, holder_id, start_scheduler
+
+    settings = _settings()
+    client = _beat_redis(settings)
     app = create_app(settings)
-    # Celery beat embedded in a one-process worker that consumes only the `beat` queue: the
-    # ticks beat schedules are run right here, never behind a stage's backlog. The scheduler
-    # keeps its state in memory (nothing to persist for a fixed interval).
-    app.worker_main(
-        [
-            "worker",
-            "--beat",
-            "--scheduler",
-            "celery.beat:Scheduler",
-            "-Q",
-            Queue.BEAT.value,
-            "-P",
-            "solo",
-            "-c",
-            "1",
-            "--loglevel",
-            loglevel,
-            "-n",
-            f"beat-{os.getpid()}@%h",
-            "--without-mingle",
-            "--without-gossip",
-        ]
-    )
+    holder = holder_id()
+    # The scheduler runs in a thread of this process, never a child (Celery's `worker --beat`
+    # forks one that outlives a SIGKILLed parent): it dies with the process. It sends a tick
+    # only while it holds the leader lease, each with the lease's fencing token. The ticks
+    # go to the `beat` queue, which the one-process worker below consumes (whichever beat
+    # runs a tick, the token it carries decides whether it may write).
+    service = start_scheduler(app, Lease(client, holder=holder, lease_ms=settings.beat_lease_ms))
+    console.print(f"beat {holder}: leader lease {settings.beat_lease_ms} ms")
+    try:
+        app.worker_main(
+            [
+                "worker",
+                "-Q",
+                Queue.BEAT.value,
+                "-P",
+                "solo",
+                "-c",
+                "1",
+                "--loglevel",
+                loglevel,
+                "-n",
+                f"beat-{os.getpid()}@%h",
+                "--without-mingle",
+                "--without-gossip",
+            ]
+        )
+    finally:
+        service.stop()  # gives the lease up: a standby takes over at its next try
+
+
+@beat_cli.command("status")
+def beat_status(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Name beat's leader: holder, fencing token, since when, and the latest elections."""
+    from workers.recovery.leader import status
+
+    found = status(_beat_redis(_settings()))
+    if as_json:
+        typer.echo(json.dumps(found.to_wire(), indent=2))
+        return
+    if found.holder is None:
+        console.print(
+            f"no beat leads now (the lease is free; last token issued: {found.token}): "
+            "no sweeps are being scheduled"
+        )
+    else:
+        console.print(
+            f"leader: {found.holder} (token {found.token}, renewed at {found.renewed_ms}, "
+            f"lease ends in {found.expires_in_ms} ms)"
+        )
+    for term in found.terms:
+        console.print(
+            f"  elected: {term.get('holder')} token {term.get('token')} at {term.get('atMs')}"
+        )
+    if found.holder is None:
+        raise typer.Exit(1)
 
 
 dlq = typer.Typer(no_args_is_help=True, help="The dead-letter queue: list and replay.")

@@ -50,6 +50,9 @@ class EmbeddedSystem:
 
             client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
         self.container = bootstrap.build_container(self.settings, client=client)
+        learned = bootstrap.learn_own_identity(self.container)  # the Slack bot's own posts
+        if learned:
+            log.info("%s", learned)
         app = create_app(self.settings, container=self.container)
         self.container.app = app
         # The pool threads run each task through Celery's *default* app (as `celery worker`

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from contracts import Channel, Org, Seat
 from contracts.goals import Objective
-from pipeline.directedness import aliases_of
+from pipeline.directedness import aliases_of, own_ids_of
 from pipeline.engagement import Directory, Rooms
 from pipeline.fanout import Roster, RosterSeat
 from workers.errors import ConfigError
@@ -106,8 +107,11 @@ class OrgView:
     objective_by_key: dict[str, Objective] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, org: Org) -> OrgView:
+    def of(cls, org: Org, learned: Mapping[str, tuple[str, ...]] | None = None) -> OrgView:
+        """The org indexed; `learned` adds, per seat, identities its app posts as that were
+        learned at start (`learn_slack_identity`) rather than written in the file."""
         members = {m.id: m for m in org.members}
+        learned = learned or {}
         seats: dict[str, Seat] = {}
         entries: list[RosterSeat] = []
         for seat in org.seats:
@@ -115,9 +119,14 @@ class OrgView:
             # member only must still make `<@U…>` a mention and the seat's message an echo).
             member = members.get(seat.member_id)
             wire = seat.to_wire()
-            wire["aliases"] = [*seat.aliases, *(member.aliases if member else ())]
+            # Its app's bot user is the seat too (a `<@U…>` of it is a mention); the app's
+            # `bot_id` only ever authors posts, so it marks an echo and nothing else.
+            bot_user = (seat.slack_bot_user_id,) if seat.slack_bot_user_id else ()
+            wire["aliases"] = [*seat.aliases, *(member.aliases if member else ()), *bot_user]
             wire["names"] = tuple(str(n) for n in wire.get("names") or ())  # a memo key as is
-            entry = RosterSeat(seat.member_id, wire, aliases_of(wire))
+            own = [seat.slack_bot_id, *learned.get(seat.member_id, ())]
+            wire["ownIds"] = [i for i in own if i]
+            entry = RosterSeat(seat.member_id, wire, aliases_of(wire), own_ids_of(wire))
             entries.append(entry)
             for ident in entry.aliases:
                 seats.setdefault(ident, seat)
@@ -160,6 +169,8 @@ class OrgSource:
     _view: OrgView | None = None
     _mtime: float | None = None
     degraded: list[str] = field(default_factory=list)
+    # seat -> identities its app posts as, learned at start; kept across re-reads of the file
+    learned: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: Path) -> OrgSource:
@@ -175,10 +186,45 @@ class OrgSource:
         try:
             mtime = self.path.stat().st_mtime
             if mtime != self._mtime:
-                self._view = OrgView.of(load_org(self.path))
+                self._view = OrgView.of(load_org(self.path), self.learned)
                 self._mtime = mtime
                 self.degraded = []
         except (OSError, ConfigError) as exc:
             first = str(exc).splitlines()[0]
             self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
         return self._view, list(self.degraded)
+
+    def learn_identities(self, seat_id: str, identities: tuple[str, ...]) -> None:
+        """Add identities a seat's app posts as (its posts are then its own echo)."""
+        assert self._view is not None
+        known = self.learned.get(seat_id, ())
+        self.learned[seat_id] = tuple(dict.fromkeys((*known, *(i for i in identities if i))))
+        self._view = OrgView.of(self._view.org, self.learned)
+
+
+def learn_slack_identity(source: OrgSource, auth_test: Mapping[str, object]) -> str:
+    """Make what Slack's `auth.test` says the configured bot is (`user_id`, `bot_id`) a
+    seat's own identity, so a post by it, even one carrying only the `bot_id` (a
+    response_url or incoming-webhook post), is `own_echo` and never lands in an inbox.
+
+    The seat whose aliases hold the bot user gets the `bot_id`. When no seat answers to the
+    bot user, the app posts for every seat (one token for the whole org): both ids become
+    every seat's own, as identities that mark an echo and are never a mention. Returns
+    what was learned, for the start-up line. Call it after `auth.test` succeeds, in every
+    process that runs the directedness stage (`seatwire up`, `seatwire worker`)."""
+    user_id = str(auth_test.get("user_id") or "").strip()
+    bot_id = str(auth_test.get("bot_id") or "").strip()
+    if not user_id and not bot_id:
+        return "auth.test named no bot user and no bot_id: no Slack identity learned"
+    view, _ = source.current()
+    seat = view.seat(user_id) if user_id else None
+    if seat is not None:
+        source.learn_identities(seat.member_id, (bot_id,))
+        return f"seat {seat.member_id} posts on Slack as {user_id} ({bot_id or 'no bot_id'})"
+    seats = [s.member_id for s in view.org.seats]
+    for seat_id in seats:
+        source.learn_identities(seat_id, (user_id, bot_id))
+    return (
+        f"the Slack bot {user_id or '?'} ({bot_id or 'no bot_id'}) is no seat's alias: its "
+        f"posts count as the own echo of every seat ({', '.join(seats) or 'none'})"
+    )

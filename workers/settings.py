@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=15.0, gt=0)
     sweep_batch: int = Field(default=500, ge=1)
     max_deliveries: int = Field(default=5, ge=1)
+    # Beat's leader lease (workers/recovery/leader.py): renewed every quarter of it, so a
+    # standby beat takes over at most 1.25 leases after the leader's last renewal.
+    beat_lease_ms: int = Field(default=20_000, ge=1000)
     # The goal steward (DESIGN.md section 9): how often beat runs it over every objective, how
     # long one objective's run lease and a COLLABORATE claim last, and the optional proposer
     # endpoint asked for candidates besides the playbook (its failures are audited).
@@ -76,6 +79,12 @@ class Settings(BaseSettings):
     ingress_budget_s: float = Field(default=2.5, gt=0)
     # Slack gives up on an answer after 3 s and retries; answer (503 at worst) well inside it.
     webhook_budget_s: float = Field(default=1.5, gt=0, le=2.5)
+    # The per-source rate limit on the writing routes (workers/ingress/ratelimit.py): a source
+    # (a Slack team, a GitHub installation or repository, a /v1 caller) may send `burst`
+    # requests at once and `rate_per_s` a second after that; beyond it, 429 with Retry-After.
+    # 0 turns it off (the default: a deployment sizes it; see the README).
+    ingress_rate_per_s: float = Field(default=0.0, ge=0)
+    ingress_rate_burst: int = Field(default=200, ge=1)
     inbound_retention_ms: int = Field(default=7 * 86_400_000, ge=3 * 86_400_000)
     slack_signing_secret: SecretStr | None = Field(
         default=None,

@@ -125,6 +125,7 @@ def run(
             "plan": result.plan.to_wire(),
             "skipped": [{"objective": s.objective_key, "reason": s.reason} for s in result.skipped],
             "dispatched": dict(result.dispatched),
+            "pending": [d.to_wire() for d in result.pending],
             "audited": result.audited,
         }
         typer.echo(json.dumps(body, indent=2))
@@ -134,6 +135,11 @@ def run(
             console.print(plan_table(outcome, label))
         for s in result.skipped:
             console.print(f"skipped {s.objective_key}: {s.reason}")
+        for d in result.pending:
+            console.print(
+                f"pending from a run that died part-way: {d.id} ({d.route}, "
+                f"{d.objective_key}); a real run does it first"
+            )
         t = result.plan.totals
         console.print(
             f"{t.run} objective(s) run, {t.admitted} admitted, {t.rejected} rejected, "
@@ -150,7 +156,7 @@ def objectives(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Every objective with its gap, trend and the steward's last decision."""
-    from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS, gap_for
+    from pipeline.goals.kpi import gap_for
     from workers.clock import now_ms
 
     container = _container()
@@ -159,8 +165,7 @@ def objectives(
     rows = []
     decided = container.audit.last_decisions([o.key for o in view.objectives])
     for obj in view.objectives:
-        lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[obj.cadence]
-        gap = gap_for(obj, container.samples.for_gap(obj.key, lookback), now)
+        gap = gap_for(obj, container.samples.for_objective(obj), now)
         rows.append((obj, gap, decided.get(obj.key)))
     if as_json:
         body = [

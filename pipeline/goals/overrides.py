@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from contracts.goals import Objective
+from contracts.goals import Gate, Objective
 from contracts.steward import (
     OVERRIDABLE_GATES,
     AuditEntry,
@@ -74,13 +74,17 @@ def check_override(
     member_ids: Collection[str],
     rejected_titles: Iterable[str],
     now_ms: int,
+    last_gates: Mapping[str, Gate | None] | None = None,
 ) -> Override | OverrideRefusal:
-    """The override this request asks for, or why it is refused (404 for no such objective)."""
+    """The override this request asks for, or why it is refused (404 for no such objective).
+    `last_gates` maps a candidate key to the gate its newest audit line refused it at (None:
+    its newest line was no gate's refusal); one refused at a gate no override passes is
+    refused here, since the override could never let it through."""
     if objective is None:
         return OverrideRefusal(
             404, "unknown_objective", "objective", f"no objective {request.objective!r} in the org"
         )
-    if objective.state != "active":
+    if not objective.is_active:
         return OverrideRefusal(
             409,
             "objective_not_active",
@@ -102,6 +106,15 @@ def check_override(
             f'"{objective.key}" nor a candidate its audit has rejected',
         )
     key = candidate_key(title)
+    gate = (last_gates or {}).get(key)
+    if gate is not None and gate not in OVERRIDABLE_GATES:
+        return OverrideRefusal(
+            409,
+            "not_overridable",
+            "candidate",
+            f"candidate: {title!r} was last refused at the {gate} gate, which no override "
+            f"passes (only {', '.join(OVERRIDABLE_GATES)})",
+        )
     return Override(
         id=override_id(objective.key, key, request.by, request.reason, request.gates, now_ms),
         objective_key=objective.key,

@@ -5,7 +5,8 @@ then acts on the plan and writes its audit. Per objective, in input order:
 
 - Not `active`, or no steward seat (`seatId`, else `adoptedBy`): not run; the outcome says
   why and each of its candidates is audited as not judged. Nothing is dropped silently.
-- Else `gap_for`, then `decide_for_gap` with the open items as coverage: `escalate` is an
+- Else `gap_for`, then `decide_for_gap` with the open items as coverage (a drift item, which
+  asks for the sensor back, is no work on the number and not counted): `escalate` is an
   engagement asking the owner; `drift` one "restore the measurement" backlog item for the
   owner, unless that very item is already open. Each candidate goes through `admit` in
   order, carrying `admittedItems` / `admittedThisRun` forward (caps are per objective per
@@ -20,6 +21,11 @@ and its dispatch an `OverrideRef` the shell consumes once it is done, so an over
 once. Refused anyway (say by honesty), or admitted without a dispatch, the override is left
 active and the audit line's note says why. It counts toward `admittedThisRun` like any
 admission; an override for an objective not in the run, or already used, is ignored.
+
+Already done: `dispatched` names the dispatch ids the shell has carried out (it asks which
+of `possible_dispatch_ids` are); a candidate or gap dispatch under one of them is audited as
+already dispatched and not judged again, so closed work neither returns nor holds a place
+under the per-run cap, and no override is used on it.
 
 Candidates: the objective's `playbook`, then its proposals; playbook-tagged proposals stand
 for the playbook (a shell expanding templates itself). A proposer failure is audited and the
@@ -98,6 +104,7 @@ class _Scope:
     obj: Objective
     seat: str
     ref: SampleRef | None
+    dispatched: frozenset[str]  # dispatch ids the shell has already carried out
 
 
 def plan_run(
@@ -110,6 +117,7 @@ def plan_run(
     *,
     policy: RunPolicy | Loose | None = None,
     overrides: Iterable[Override | Loose] = (),
+    dispatched: Iterable[str] = (),
 ) -> RunPlan:
     """Plan one steward run over every objective: decisions, audit lines and dispatches.
 
@@ -129,6 +137,7 @@ def plan_run(
             "proposals": proposals if proposals is not None else {},
             "policy": policy if policy is not None else {},
             "overrides": tuple(overrides),
+            "dispatched": tuple(dispatched),
         }
     )
     max_open, max_new = inputs.policy.max_open_per_objective, inputs.policy.max_new_per_run
@@ -171,8 +180,11 @@ def _plan_objective(run: _Run, obj: Objective) -> ObjectiveOutcome:
     samples = inputs.samples.get(obj.key, ())
     latest = sorted(samples, key=lambda s: s.at_ms)[-1] if samples else None
     ref = SampleRef(at_ms=latest.at_ms, source=latest.source) if latest else None
-    scope = _Scope(obj, seat, ref)
-    open_now = run.open_items.get(obj.key, ())
+    scope = _Scope(obj, seat, ref, frozenset(inputs.dispatched))
+    open_all = run.open_items.get(obj.key, ())
+    # A drift item asks for the sensor back; it is no work on the number, so it is neither
+    # coverage nor an open item the caps count (it still stops a second drift item).
+    open_now = tuple(i for i in open_all if i.route != "drift")
     gap = gap_for(obj, samples, inputs.now_ms)
     decision = decide_for_gap(gap, coverage=len(open_now))
     remaining = (
@@ -191,7 +203,7 @@ def _plan_objective(run: _Run, obj: Objective) -> ObjectiveOutcome:
         ctx["remainingCents"] = remaining // MICROS_PER_CENT
     if inputs.policy.mandate_staleness is not None:
         ctx["staleness"] = inputs.policy.mandate_staleness
-    gap_entry, gap_dispatch = _gap_step(scope, decision, open_now)
+    gap_entry, gap_dispatch = _gap_step(scope, decision, open_all)
     pending = run.overrides.get(obj.key, {})
     judged, dispatched = _judge_all(inputs.policy, scope, ctx, candidates, pending)
     return ObjectiveOutcome(
@@ -236,13 +248,16 @@ def _judge_all(
             "admittedItems": tuple(admitted),
             "admittedThisRun": len(admitted),
         }
+        did = candidate_dispatch_id(scope.obj.key, c.title, scope.ref, repeat)
+        if did in scope.dispatched:
+            audit.append(_already(scope.obj.key, proposal, key, did))
+            continue
         ov = overrides.get(key) if repeat == 0 else None
         verdict = admit(c, step, overridden=ov.gates if ov is not None else ())
         staffing = dispatch = note = None
         if verdict.admitted:
             admitted.append(c)
             staffing = classify_work_item(c, staff)
-            did = candidate_dispatch_id(scope.obj.key, c.title, scope.ref, repeat)
             dispatch, note = _candidate_dispatch(scope, c, key, staffing, did)
             if dispatch is not None and ov is not None:
                 ref = OverrideRef(id=ov.id, candidate_key=key, by=ov.by)
@@ -342,6 +357,9 @@ def _gap_step(
         return entry.model_copy(update={"note": "no ownerId: nobody to ask, not dispatched"}), ()
     if action == "drift" and any(i.id == did for i in open_now):
         return entry.model_copy(update={"note": f"restore item {did} is already open"}), ()
+    if did in scope.dispatched:
+        note = f"already dispatched under {did} on this sample"
+        return entry.model_copy(update={"note": note, "dispatch_id": did}), ()
     ask = f'Decision needed on "{obj.key}"'
     dispatch = Dispatch(
         id=did,
@@ -383,6 +401,50 @@ def _failed(objective_key: str, failure: ProposerFailure, run: bool) -> AuditEnt
     return AuditEntry(
         objective_key=objective_key, kind="proposer_failed", reason=failure.reason, note=note
     )
+
+
+def _already(objective_key: str, p: Proposal, key: str, did: str) -> AuditEntry:
+    """A candidate this sample already produced work for: not judged again, not counted."""
+    return AuditEntry(
+        objective_key=objective_key,
+        kind="candidate",
+        reason=f"not judged: already dispatched under {did} on this sample",
+        candidate_title=p.candidate.title,
+        candidate_key=key,
+        source=p.source,
+        admitted=False,
+        dispatch_id=did,
+    )
+
+
+def possible_dispatch_ids(
+    objective: Objective | Loose,
+    samples: Iterable[Sample | Loose],
+    proposals: ObjectiveProposals | Loose | None = None,
+) -> tuple[str, ...]:
+    """Every id a run of `objective` on these samples could dispatch under: each candidate's
+    (the playbook, then the proposals, repeats counted) and the gap's (escalate, drift). The
+    shell asks which of them it has already carried out, and hands those to `plan_run`."""
+    inputs = RunInputs.model_validate(
+        {
+            "now_ms": 0,
+            "objectives": (objective,),
+            "samples": {"_": tuple(samples)},
+            "proposals": {"_": proposals} if proposals is not None else {},
+        }
+    )
+    obj = inputs.objectives[0]
+    found = inputs.samples.get("_", ())
+    latest = max(found, key=lambda s: s.at_ms) if found else None
+    ref = SampleRef(at_ms=latest.at_ms, source=latest.source) if latest else None
+    repeats: Counter[str] = Counter()
+    ids = []
+    for p in _candidates(obj, inputs.proposals.get("_", _NO_PROPOSALS)):
+        key = candidate_key(p.candidate.title)
+        ids.append(candidate_dispatch_id(obj.key, p.candidate.title, ref, repeats[key]))
+        repeats[key] += 1
+    ids += [gap_dispatch_id(obj.key, action, ref) for action in ("escalate", "drift")]
+    return tuple(ids)
 
 
 def _not_judged(objective_key: str, p: Proposal, why: str) -> AuditEntry:

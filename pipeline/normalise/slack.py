@@ -126,6 +126,10 @@ def normalise_slack(envelope: Mapping[str, Any], *, received_at_ms: int) -> Norm
     team = team or as_str(event.get("team"))
     channel = as_str(event.get("channel")) or as_str(message.get("channel"))
     ts = _ts(message.get("ts"))
+    if ts is None and event is not message:
+        # message_changed: the edited message is the previous one, same ts, whichever of the
+        # two carries it.
+        ts = _ts(dig(event, "previous_message", "ts"))
     if team is None:
         return Skipped("missing_field:team_id", "no workspace id on the envelope")
     if channel is None:

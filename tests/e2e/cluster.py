@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from workers.embedded import free_port
@@ -134,3 +135,15 @@ def wait_final(http: httpx.Client, tracking_id: str, timeout: float = 30) -> dic
             return body
         time.sleep(0.05)
     raise TimeoutError(f"{tracking_id} never reached a final state")
+
+
+def needs_redis_server() -> None:
+    """Skip locally (fail in CI) without a `redis-server` binary to start."""
+    from bench.chaos import redis_server_path
+    from tests.conftest import IN_CI
+
+    if redis_server_path() is None:
+        message = "redis-server is not on the PATH: the fault tests start their own"
+        if IN_CI:
+            pytest.fail(f"{message}; CI must run them", pytrace=False)
+        pytest.skip(message)

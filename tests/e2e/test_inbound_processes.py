@@ -24,6 +24,7 @@ import pytest
 import redis
 import yaml
 
+from pipeline.normalise.github import event_identity
 from pipeline.signatures import github_headers, slack_headers
 from tests.e2e.cluster import Cluster, compose_commands, start_cluster
 from workers.settings import REPO_ROOT
@@ -377,10 +378,13 @@ def test_slack_retries_reach_the_inbox_once(cluster: Cluster, api: httpx.Client)
 
 def test_github_redeliveries_reach_the_inbox_once(cluster: Cluster, api: httpx.Client) -> None:
     """The same GitHub delivery (one X-GitHub-Delivery) received four times, two of them
-    concurrently, puts the assignment in scout's inbox once; the trace counts four."""
+    concurrently, puts the assignment in scout's inbox once; the trace counts four. The
+    event is keyed by its own identity (what a second hook's copy shares), not the guid."""
     payload = github_assigned(fresh_issue())
     guid = str(uuid.uuid4())
-    delivery = f"github:{guid}"
+    repo, number = payload["repository"]["full_name"], payload["issue"]["number"]
+    delivery = event_identity("issues", "assigned", repo, number, payload, "issue")
+    assert delivery is not None and delivery.startswith("github:")
 
     def send(_attempt: int) -> httpx.Response:
         with provider_client(cluster) as http:

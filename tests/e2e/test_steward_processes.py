@@ -19,7 +19,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -318,12 +318,15 @@ def test_1_samples_over_http_and_beat_ticks_dispatch_exactly_what_the_gates_allo
 ) -> None:
     """One beat, one steward worker, one stage worker: the four demo cases end as the gates
     say, each dispatch once, and further ticks write nothing."""
-    commands = {"ingress": INGRESS, "beat": BEAT, "steward": STEWARD, "stages": STAGES}
+    # Beat starts once the samples are in: a tick before them would see no measurement and
+    # rightly dispatch each objective's drift item, which this test does not expect.
+    commands = {"ingress": INGRESS, "steward": STEWARD, "stages": STAGES}
     with start_cluster(commands, redis_url, tmp_path, **ENV) as cluster:
         expected = post_samples(cluster)
-        took, ticks = wait_dispatched(cluster, redis_client, expected, tmp_path)
-        figures = check_holds_exactly_what_the_gates_allow(cluster, redis_client, expected)
-        audit_is_stable(cluster, figures["audit lines"], tmp_path)
+        with processes(cluster, [BEAT], tmp_path, "beat"):
+            took, ticks = wait_dispatched(cluster, redis_client, expected, tmp_path)
+            figures = check_holds_exactly_what_the_gates_allow(cluster, redis_client, expected)
+            audit_is_stable(cluster, figures["audit lines"], tmp_path)
         ticks = ticks_run(tmp_path)
     print(
         f"\nSTEWARD test 1: all dispatched {took:.1f}s after the samples; {ticks} ticks run in "
@@ -334,27 +337,43 @@ def test_1_samples_over_http_and_beat_ticks_dispatch_exactly_what_the_gates_allo
 def test_2_two_beats_and_two_steward_workers_dispatch_nothing_twice(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
-    """Two beats (two ticks a second) and two steward workers at once: the same dispatches,
-    each once; the audit never holds a line twice."""
+    """Two beats (one leads, the other stands by) and two steward workers, with three
+    `seatwire steward run` processes started at once beside them (each a run of every
+    objective outside beat, unfenced): the same dispatches, each once; the audit never holds
+    a line twice."""
     commands = {
         "ingress": INGRESS,
-        "beat-a": BEAT,
-        "beat-b": BEAT,
         "steward-a": STEWARD,
         "steward-b": STEWARD,
         "stages": STAGES,
     }
-    with start_cluster(commands, redis_url, tmp_path, **ENV) as cluster:
+    with start_cluster(commands, redis_url, tmp_path, **ENV) as cluster, ExitStack() as later:
         expected = post_samples(cluster)
-        took, _ = wait_dispatched(cluster, redis_client, expected, tmp_path)
-        figures = check_holds_exactly_what_the_gates_allow(cluster, redis_client, expected)
-        audit_is_stable(cluster, figures["audit lines"], tmp_path)
+        later.enter_context(processes(cluster, [BEAT, BEAT], tmp_path, "beat"))
+        runs = [
+            subprocess.Popen(
+                [SEATWIRE, "steward", "run"],
+                env=cluster.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            for _ in range(3)
+        ]
+        try:
+            took, _ = wait_dispatched(cluster, redis_client, expected, tmp_path)
+            codes = [p.wait(timeout=60) for p in runs]
+            figures = check_holds_exactly_what_the_gates_allow(cluster, redis_client, expected)
+            audit_is_stable(cluster, figures["audit lines"], tmp_path)
+        finally:
+            stop_processes(runs)
         per_worker = {log.name: ticks_run_in(log) for log in sorted(tmp_path.glob("steward*.log"))}
     print(
         f"\nSTEWARD test 2: all dispatched {took:.1f}s after the samples; ticks per steward "
-        f"worker {per_worker}; {figures}"
+        f"worker {per_worker}; 3 concurrent CLI runs exited {codes}; {figures}"
     )
-    assert all(n > 0 for n in per_worker.values()), "one steward worker never ran a tick"
+    assert codes == [0, 0, 0]
+    assert sum(per_worker.values()) > 0, "no steward worker ran a tick"
 
 
 def ticks_run_in(log: Path) -> int:
@@ -373,16 +392,20 @@ def test_3_a_steward_worker_killed_mid_run_then_the_run_repeated_loses_and_doubl
     healthy worker's tick repeats the run: both of deploy-lead-time's dispatches exist exactly
     once, the crashed run is audited once, and the other cases end as in test 1."""
     faulty = [*STEWARD[:-2], "--pool", "solo", "--concurrency", "1"]
-    commands = {"ingress": INGRESS, "beat": BEAT, "stages": STAGES, "steward-faulty": faulty}
-    with start_cluster(
-        commands,
-        redis_url,
-        tmp_path,
-        SEATWIRE_FAULTPOINTS="steward:after_dispatch:always:deploy-lead-time",
-        **ENV,
-    ) as cluster:
+    commands = {"ingress": INGRESS, "stages": STAGES, "steward-faulty": faulty}
+    with (
+        start_cluster(
+            commands,
+            redis_url,
+            tmp_path,
+            SEATWIRE_FAULTPOINTS="steward:after_dispatch:always:deploy-lead-time",
+            **ENV,
+        ) as cluster,
+        ExitStack() as later,
+    ):
         proc = cluster.procs[list(commands).index("steward-faulty")]
         expected = post_samples(cluster)
+        later.enter_context(processes(cluster, [BEAT], tmp_path, "beat"))
         started = time.monotonic()
         try:
             code = proc.wait(timeout=20)

@@ -212,6 +212,71 @@ def test_board_rules_in_order():
     assert decide(board(action="commented"), facts=facts) == (False, None, "ambient")
 
 
+def test_a_review_of_the_seats_own_or_assigned_pull_request_is_a_review():
+    """pull_request_review submitted on a PR the seat opened or is assigned: `review`, whatever
+    its state; on a PR the seat only follows, a thread reply; on any other, ambient."""
+    facts = {"ownedItemIds": ["acme/api#9"]}
+    for involved in ({"ownerIds": ["scout"]}, {"assigneeIds": ["U0SCOUT"]}):
+        review = board(action="reviewed", reviewState="changes_requested", **involved)
+        assert decide(review, facts=facts) == (True, "review", "review_submitted")
+    followed = board(action="reviewed", issue="acme/api#9", ownerIds=["bob"])
+    assert decide(followed, facts=facts) == (True, "thread_reply", "item_activity")
+    assert decide(board(action="reviewed", ownerIds=["bob"]), facts=facts) == (
+        False,
+        None,
+        "ambient",
+    )
+    # The seat's own review of its own pull request is its echo, not a review for it.
+    own = board(action="reviewed", actorId="github-scout", ownerIds=["scout"])
+    assert decide(own, facts=facts)[2] == "own_echo"
+
+
+def test_a_withdrawn_review_request_reaches_the_seat_it_was_asked_of():
+    """review_request_removed naming the seat is a follow-up on the review_request surface;
+    naming someone else, it is ambient."""
+    removed = board(action="review_request_removed", reviewerIds=["scout"])
+    assert decide(removed) == (True, "review_request", "review_request_removed")
+    other = board(action="review_request_removed", reviewerIds=["ann"])
+    assert decide(other) == (False, None, "ambient")
+
+
+def test_a_followed_item_hears_of_comments_and_reviews_but_not_of_edits():
+    """An item in ownedItemIds (followed): comments and reviews are thread replies; an edit
+    without a new mention of the seat is ambient."""
+    facts = {"ownedItemIds": ["acme/api#9"]}
+    for action in ("commented", "reviewed"):
+        assert decide(board(action=action, issue="acme/api#9"), facts=facts)[1] == ("thread_reply")
+    assert decide(board(action="edited", issue="acme/api#9"), facts=facts)[2] == "ambient"
+    assert decide(board(action="edited", mentions=["scout"]), facts=facts)[2] == "mention"
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        msg(authorId="B0SCOUTAPP", body="Scout here: done.", channelKind="DM"),
+        msg(authorId="b0scoutapp", mentions=["U0SCOUT"]),
+        board(actorId="B0SCOUTAPP", action="commented", mentions=["scout"]),
+    ],
+)
+def test_a_post_by_any_identity_of_the_seats_app_is_own_echo(candidate: dict[str, Any]):
+    """The seat's app's `bot_id` (ownIds) authors its own posts: `own_echo` whatever the post
+    says, even naming or mentioning the seat, in a DM or on a board."""
+    seat = {**SEAT, "ownIds": ["B0SCOUTAPP"]}
+    assert decide(candidate, seat=seat)[2] == "own_echo"
+
+
+def test_an_own_identity_is_never_a_mention():
+    """ownIds mark an echo only: a mention of one addresses nobody."""
+    seat = {**SEAT, "ownIds": ["U0SHAREDBOT"]}
+    assert decide(msg(mentions=["U0SHAREDBOT"]), seat=seat)[2] == "ambient"
+
+
+def test_a_seat_contracts_bot_identities_count():
+    """A `Seat` with slackBotId is read by attribute: its bot's post is its own echo."""
+    seat = Seat.model_validate({"memberId": "scout", "slackBotId": "B0SCOUTAPP"})
+    assert resolve_directed(msg(authorId="B0SCOUTAPP", body="scout"), seat).reason == "own_echo"
+
+
 def test_calling_rules():
     """Calling: the seat's own call is an echo; being a callee is directed; else ambient."""
 

@@ -192,13 +192,36 @@ def test_what_a_message_teaches(
     assert learn(candidate, given, channel_listed=listed) == expected
 
 
-def test_an_assignment_makes_the_item_the_seats() -> None:
-    assigned = {"family": "board", "ids": {"channelId": "acme/api", "issueId": "acme/api#7"}}
-    assert learn(assigned, verdict(True, "assigned"), channel_listed=False) == Learned(
-        owns_item=True
-    )
-    assert not learn(assigned, verdict(True, "review_requested"), channel_listed=False)
-    assert not learn(assigned, verdict(False, "ambient"), channel_listed=False)
+@pytest.mark.parametrize(
+    "given",
+    [
+        verdict(True, "assigned"),
+        verdict(True, "review_requested"),
+        verdict(True, "mention"),
+        verdict(False, "own_echo"),
+    ],
+)
+def test_a_board_item_the_seat_is_involved_in_is_followed(given: Directedness) -> None:
+    """Assigned, asked to review, @mentioned, or its own change (a comment, an issue it opened):
+    the seat follows the item from then on."""
+    item = {"family": "board", "ids": {"channelId": "acme/api", "issueId": "acme/api#7"}}
+    assert learn(item, given, channel_listed=False) == Learned(owns_item=True)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        verdict(False, "ambient"),
+        verdict(False, "surface_disabled"),
+        verdict(False, "not_visible"),
+        verdict(True, "item_activity"),
+        verdict(True, "review_request_removed"),
+    ],
+)
+def test_other_board_verdicts_teach_nothing(given: Directedness) -> None:
+    """Activity the seat merely hears of, or cannot read, does not make it follow the item."""
+    item = {"family": "board", "ids": {"channelId": "acme/api", "issueId": "acme/api#7"}}
+    assert not learn(item, given, channel_listed=False)
 
 
 def test_a_send_teaches_membership_and_the_thread() -> None:

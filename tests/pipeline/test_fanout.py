@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import Channel
-from pipeline.directedness import aliases_of, resolve_directed
+from pipeline.directedness import aliases_of, own_ids_of, resolve_directed
 from pipeline.facts import Known, facts_for, learn, places_of
 from pipeline.fanout import Resolved, Roster, RosterSeat, resolve_all
 
@@ -18,16 +18,20 @@ ALIASES = ["U0SCOUT", "U0TALLY", "u0ann", "Scout", "bob", "github:bob", " U0X "]
 NAMES = ["Scout", "Tally", "Ann", "Ann Lee", "Bo", "scout.bot"]
 KINDS = ["PUBLIC", "PRIVATE", "DM", "GROUP_DM"]
 SURFACES = ["mention", "thread_reply", "dm", "assigned"]
+OWN_IDS = ["B0SCOUTAPP", "B0SHARED", "U0SCOUT"]  # a Slack app's bot_id, or a shared bot user
 
 
-def seat(member: str, aliases: list[str], names: list[str], off: list[str]) -> RosterSeat:
+def seat(
+    member: str, aliases: list[str], names: list[str], off: list[str], own: tuple[str, ...] = ()
+) -> RosterSeat:
     wire = {
         "memberId": member,
         "aliases": aliases,
         "names": tuple(names),
         "surfaces": {s: False for s in off},
+        "ownIds": list(own),
     }
-    return RosterSeat(member, wire, aliases_of(wire))
+    return RosterSeat(member, wire, aliases_of(wire), own_ids_of(wire))
 
 
 seats_st = st.lists(
@@ -37,11 +41,12 @@ seats_st = st.lists(
         st.lists(st.sampled_from(ALIASES), max_size=3),
         st.lists(st.sampled_from(NAMES), max_size=2),
         st.lists(st.sampled_from(SURFACES), max_size=2),
+        st.lists(st.sampled_from(OWN_IDS), max_size=2).map(tuple),
     ),
     max_size=5,
     unique_by=lambda s: s.member_id,
 )
-ident_st = st.sampled_from([*MEMBERS, *ALIASES, "U0OTHER", ""])
+ident_st = st.sampled_from([*MEMBERS, *ALIASES, *OWN_IDS, "U0OTHER", ""])
 body_st = st.lists(
     st.sampled_from([*NAMES, "hello", "@Scout", "Ann-Lee", "scout.bot.", "x@Tally", ","]),
     max_size=5,
@@ -176,3 +181,19 @@ def test_a_private_listed_channel_is_hidden_from_seats_outside_it() -> None:
         "lee": "not_visible",
         "scout": "ambient",
     }
+
+
+def test_a_message_by_a_seats_app_is_found_as_its_echo():
+    """A message whose author is only a seat's bot_id (ownIds) is that seat's own echo in the
+    fan-out, though it names the seat and nobody is mentioned."""
+    roster = Roster.of([seat("scout", ["U0SCOUT"], ["Scout"], [], ("B0SCOUTAPP",))])
+    message = {
+        "family": "messaging",
+        "source": "slack",
+        "deliveryId": "d",
+        "ids": {"channelId": "C1", "messageId": "1.0"},
+        "msg": {"authorId": "B0SCOUTAPP", "body": "Scout here: done.", "channelKind": "PUBLIC"},
+        "atMs": 1,
+    }
+    [resolved] = resolve_all(message, roster, Known(), places_of(message))
+    assert resolved.verdict.reason == "own_echo"

@@ -537,3 +537,12 @@ def test_every_candidate_appears_exactly_once_in_the_audit(spec: list[Any]) -> N
         assert {d.id for d in outcome.dispatches} >= {e.dispatch_id for e in entries} - {None}
     assert p.totals.candidates == sum(len(s[1]) + len(s[2]) for s in spec)
     assert p.totals.admitted + p.totals.rejected == p.totals.candidates
+
+
+def test_an_open_drift_item_is_not_work_in_flight() -> None:
+    """Once the sensor is back, the open "restore the measurement" item neither counts as
+    coverage (the gap says create, not log) nor holds a place under the caps."""
+    drift = {"id": "stw_drift", "title": "Restore", "objectiveKey": "pipeline", "route": "drift"}
+    outcome = only(plan([objective(playbook=[candidate()])], None, [drift]))
+    assert outcome.decision is not None and outcome.decision.action == "create"
+    assert [d.route for d in outcome.dispatches] == ["SELF"]

@@ -86,7 +86,8 @@ def test_issue_assigned_becomes_a_full_board_candidate() -> None:
     assert wire == {
         "family": "board",
         "source": "github",
-        "deliveryId": f"github:{DELIVERY}",
+        "deliveryId": "github:acme/billing-api/42/issues.assigned/2000000042/1003"
+        "@2024-06-10T09:30:00Z",
         "ids": {
             "channelId": "acme/billing-api",
             "messageId": None,
@@ -103,6 +104,7 @@ def test_issue_assigned_becomes_a_full_board_candidate() -> None:
             "reviewerIds": [],
             "ownerIds": ["ann-lee"],
             "mentions": [],
+            "reviewState": None,
         },
         "call": None,
         "calendar": None,
@@ -289,27 +291,24 @@ def test_ping_is_skipped() -> None:
 @pytest.mark.parametrize(
     ("event", "action", "reason"),
     [
-        ("issues", "opened", "unsupported_event:issues.opened"),
+        ("issues", "closed", "unsupported_event:issues.closed"),
         ("issues", "unassigned", "unsupported_event:issues.unassigned"),
-        ("issue_comment", "edited", "unsupported_event:issue_comment.edited"),
         ("issue_comment", "deleted", "unsupported_event:issue_comment.deleted"),
-        (
-            "pull_request",
-            "review_request_removed",
-            "unsupported_event:pull_request.review_request_removed",
-        ),
+        ("pull_request", "synchronize", "unsupported_event:pull_request.synchronize"),
+        ("pull_request_review", "dismissed", "unsupported_event:pull_request_review.dismissed"),
         (
             "pull_request_review_comment",
-            "edited",
-            "unsupported_event:pull_request_review_comment.edited",
+            "deleted",
+            "unsupported_event:pull_request_review_comment.deleted",
         ),
         ("push", None, "unsupported_event:push"),
+        ("star", "created", "unsupported_event:star.created"),
     ],
 )
 def test_other_events_and_actions_are_skipped_by_name(
     event: str, action: str | None, reason: str
 ) -> None:
-    """Anything but the five considered event/action pairs is refused with its name."""
+    """Anything but the considered event/action pairs is skipped with its name."""
     payload = load("issue_comment_created")
     if action is None:
         del payload["action"]
@@ -319,9 +318,12 @@ def test_other_events_and_actions_are_skipped_by_name(
     assert isinstance(out, Skipped) and out.reason == reason
 
 
-def test_the_opened_fixture_is_unsupported() -> None:
-    """A real issues.opened body is skipped even though it mentions someone."""
-    assert skipped("issues_opened").reason == "unsupported_event:issues.opened"
+def test_an_opened_issue_reads_the_mentions_in_its_description() -> None:
+    """issues.opened: the description's @mentions are news (GitHub notifies on them)."""
+    c = candidate("issues_opened", logins=LOGINS)
+    assert c.board is not None and c.board.action == "opened"
+    assert list(mentions_in(load("issues_opened")["issue"]["body"])) == ["bobsmith"]
+    assert c.board.mentions == ("U0BOB00002",)  # through the case-insensitive login map
 
 
 @pytest.mark.parametrize(
@@ -454,3 +456,108 @@ def test_real_bodies_with_any_field_replaced_never_raise(name: str, data: st.Dat
         EVENTS[name], mutated, delivery_id=DELIVERY, received_at_ms=RECEIVED, logins=LOGINS
     )
     assert isinstance(out, Candidate | Skipped)
+
+
+# ---------------------------------------------------------------- opened, edited, reviews
+
+
+def run(event: str, payload: dict[str, Any], delivery: str = DELIVERY) -> Candidate:
+    out = normalise_github(
+        event, payload, delivery_id=delivery, received_at_ms=RECEIVED, logins=LOGINS
+    )
+    assert isinstance(out, Candidate), out
+    return out
+
+
+def test_an_edited_comment_announces_only_the_mentions_it_added() -> None:
+    """issue_comment.edited: mentions already in the old text (changes.body.from) were read
+    when it was posted; only the ones the edit added are news."""
+    payload = load("issue_comment_created")
+    payload["action"] = "edited"
+    payload["changes"] = {"body": {"from": "@ann-lee the retry path looks suspicious."}}
+    payload["comment"]["body"] = "@ann-lee the retry path looks suspicious. cc @carol"
+    c = run("issue_comment", payload)
+    assert c.board is not None and c.board.action == "edited"
+    assert c.board.mentions == ("carol@acme.com",)
+
+
+def test_an_edit_that_did_not_change_the_text_announces_nobody() -> None:
+    """issues.edited without changes.body (a title edit) re-reads no mention."""
+    payload = load("issues_opened")
+    payload["action"] = "edited"
+    payload["changes"] = {"title": {"from": "old title"}}
+    c = run("issues", payload)
+    assert c.board is not None and (c.board.action, c.board.mentions) == ("edited", ())
+
+
+def test_a_transferred_issue_does_not_announce_its_mentions_again() -> None:
+    """issues.opened for an issue transferred in (changes.old_issue) carries its old text, whose
+    mentions were announced where it was opened first."""
+    payload = load("issues_opened")
+    payload["changes"] = {"old_issue": {"body": payload["issue"]["body"]}}
+    c = run("issues", payload)
+    assert c.board is not None and c.board.mentions == ()
+
+
+def test_a_submitted_review_is_read_with_its_state() -> None:
+    """pull_request_review.submitted: action `reviewed`, the state in board.reviewState, the
+    review's text and @mentions, the PR's owner and assignees, the review as the message."""
+    payload = load("pull_request_review_requested")
+    payload["action"] = "submitted"
+    payload["review"] = {
+        "id": 80,
+        "user": {"login": "carol"},
+        "body": "Needs a migration test. @ann-lee?",
+        "state": "CHANGES_REQUESTED",
+        "submitted_at": "2024-06-10T10:00:00Z",
+    }
+    c = run("pull_request_review", payload)
+    assert c.board is not None
+    assert (c.board.action, c.board.review_state) == ("reviewed", "changes_requested")
+    assert c.board.owner_ids == ("U0BOB00002",) and c.board.mentions == ("ann",)
+    assert c.ids.message_id == "80" and c.ids.issue_id == "acme/billing-api#57"
+    assert c.delivery_id.endswith("/pull_request_review.submitted/80@2024-06-10T10:00:00Z")
+
+
+def test_a_review_event_without_the_review_is_skipped() -> None:
+    payload = load("pull_request_review_requested")
+    payload["action"] = "submitted"
+    out = normalise_github("pull_request_review", payload, delivery_id=DELIVERY, received_at_ms=1)
+    assert isinstance(out, Skipped) and out.reason == "missing_field:review"
+
+
+def test_a_withdrawn_review_request_names_the_reviewer_it_was_asked_of() -> None:
+    """review_request_removed addresses the reviewer named on the payload."""
+    payload = load("pull_request_review_requested")
+    payload["action"] = "review_request_removed"
+    c = run("pull_request", payload)
+    assert c.board is not None
+    assert (c.board.action, c.board.reviewer_ids) == ("review_request_removed", ("scout",))
+
+
+def test_one_event_through_two_hooks_has_one_delivery_id() -> None:
+    """The organisation's hook adds `organization` and has its own X-GitHub-Delivery: the
+    Candidate's deliveryId is the event's own identity all the same; X-GitHub-Delivery stays
+    in ids.eventId."""
+    repo_hook = run("issue_comment", load("issue_comment_created"), "guid-repo")
+    org_payload = {**load("issue_comment_created"), "organization": {"login": "acme"}}
+    org_hook = run("issue_comment", org_payload, "guid-org")
+    assert repo_hook.delivery_id == org_hook.delivery_id
+    assert repo_hook.delivery_id.startswith("github:acme/billing-api/42/issue_comment.created/")
+    assert (repo_hook.ids.event_id, org_hook.ids.event_id) == ("guid-repo", "guid-org")
+
+
+def test_two_people_assigned_in_one_change_are_two_events() -> None:
+    """Same issue, same second, two assignees: two delivery ids (the subject is part of it)."""
+    first = load("issues_assigned")
+    second = copy.deepcopy(first)
+    second["assignee"] = {"login": "ann-lee", "id": 1001}
+    assert run("issues", first).delivery_id != run("issues", second).delivery_id
+
+
+def test_without_the_events_timestamp_the_delivery_id_is_the_hooks() -> None:
+    """A payload without the object's timestamp falls back to github:<X-GitHub-Delivery>."""
+    payload = load("issue_comment_created")
+    payload["comment"].pop("updated_at", None)
+    payload["comment"].pop("created_at", None)
+    assert run("issue_comment", payload).delivery_id == f"github:{DELIVERY}"

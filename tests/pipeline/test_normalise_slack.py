@@ -229,6 +229,17 @@ def test_an_edit_without_edited_stamp_is_keyed_by_the_change_event_ts() -> None:
     assert candidate(envelope).delivery_id.endswith(":1718049600.123456:edit:1718049700.000100")
 
 
+def test_an_edit_whose_message_lacks_its_ts_takes_the_previous_messages() -> None:
+    """The edited message is the previous one: when only `previous_message` carries the ts
+    (bolt's text_edit fixture), the edit is read under it, not refused."""
+    envelope = load("message_changed")
+    del envelope["event"]["message"]["ts"]
+    envelope["event"]["previous_message"]["ts"] = "1718049600.123456"
+    c = candidate(envelope)
+    assert c.ids.message_id == "1718049600.123456"
+    assert c.delivery_id.startswith("slack:T0ACME0001:C0ENG00001:1718049600.123456:edit:")
+
+
 def test_an_edit_inside_a_thread_keeps_its_thread() -> None:
     """The edited message's own thread_ts names the thread root."""
     envelope = load("message_changed")

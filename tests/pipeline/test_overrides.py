@@ -312,3 +312,35 @@ def test_the_override_audit_line_says_who_why_and_which_gates() -> None:
     assert entry.kind == "override" and entry.candidate_key == KEY
     assert entry.override is not None and entry.override.by == "ava"
     assert entry.override.gates == ("wip", "trend") and entry.reason == "ship it"
+
+
+@pytest.mark.parametrize("gate", ["honesty", "provenance", "dedupe", "freshness"])
+def test_a_candidate_last_refused_at_a_gate_no_override_passes_is_refused(gate: str) -> None:
+    """An override could never let through a candidate whose newest refusal was at honesty
+    (or any gate but wip, trend, budget): 409 `not_overridable`, naming that gate."""
+    o = Objective.model_validate(objective())
+    refused = check_override(
+        request(),
+        o,
+        member_ids=MEMBERS,
+        rejected_titles=(),
+        now_ms=NOW,
+        last_gates={candidate_key(TITLE): gate},  # type: ignore[dict-item]
+    )
+    assert isinstance(refused, OverrideRefusal)
+    assert (refused.status, refused.code, refused.field) == (409, "not_overridable", "candidate")
+    assert f"the {gate} gate" in refused.message
+
+
+def test_a_candidate_last_refused_at_an_overridable_gate_is_accepted() -> None:
+    o = Objective.model_validate(objective())
+    for gate in (*OVERRIDABLE_GATES, None):
+        made = check_override(
+            request(),
+            o,
+            member_ids=MEMBERS,
+            rejected_titles=(),
+            now_ms=NOW,
+            last_gates={candidate_key(TITLE): gate},  # type: ignore[dict-item]
+        )
+        assert not isinstance(made, OverrideRefusal), gate

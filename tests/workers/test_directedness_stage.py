@@ -4,6 +4,7 @@ notices counted, and a redelivery that changes nothing."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from contracts import Candidate, Limits, WorkReport
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
 from tests.fakes import FakeOutbound
 from workers.errors import PermanentError
-from workers.org import OrgSource
+from workers.org import OrgSource, learn_slack_identity
 from workers.queues import Queue
 from workers.settings import BUNDLED_ORG
 from workers.stages import Stages
@@ -292,3 +293,93 @@ def test_a_seat_answers_to_its_members_aliases_too(redis_client: redis.Redis, tm
     }
     mine = slack("13.1", channel="D9", kind="DM", author="U0BOT", audienceIds=["U0BOT"])
     assert resolve(stages, mine) == {"bot": (False, "own_echo")}
+
+
+def github(n: int, action: str, *, actor: str = "ava", **board: Any) -> Candidate:
+    return Candidate.model_validate(
+        {
+            "family": "board",
+            "source": "github",
+            "deliveryId": f"github:acme/platform/42/{action}/{n}",
+            "ids": {"channelId": "acme/platform", "issueId": "acme/platform#42"},
+            "board": {"action": action, "actorId": actor, "ownerIds": ["ava"], **board},
+            "atMs": NOW,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        github(1, "commented", mentions=["scout"]),
+        github(1, "commented", actor="scout"),
+        github(1, "opened", actor="scout"),
+        github(1, "review_requested", reviewerIds=["scout"]),
+        github(1, "assigned", assigneeIds=["scout"]),
+    ],
+    ids=["mentioned", "commented", "opened", "review-requested", "assigned"],
+)
+def test_a_seat_follows_a_board_item_it_is_involved_in(
+    stages: Stages, redis_client: redis.Redis, first: Candidate
+):
+    """Mentioned in, commented on, opened, asked to review or assigned: the item's later
+    comments and reviews reach the seat as thread replies; other seats hear nothing; the
+    fact fades FACT_TTL_MS after the seat's last involvement."""
+    resolve(stages, first)
+    assert resolve(stages, github(2, "commented", actor="ben"))["scout"] == (True, "item_activity")
+    review = github(3, "reviewed", actor="ben", reviewState="approved")
+    assert resolve(stages, review) == {
+        "scout": (True, "item_activity"),
+        "tally": (False, "ambient"),
+    }
+    fact = keys.item_seats("acme/platform#42")
+    assert 0 < redis_client.pttl(fact) <= stages.inbound.fact_ttl_ms
+    redis_client.delete(fact)  # what fading leaves
+    assert resolve(stages, github(4, "commented", actor="ben"))["scout"] == (False, "ambient")
+
+
+def test_a_seats_bot_id_from_the_org_file_makes_its_post_an_echo(
+    stages: Stages, redis_client: redis.Redis
+):
+    """`slackBotId` on a seat (examples/org.yaml gives scout B0SCOUT001): a post carrying only
+    that bot_id, naming the seat, is its own echo and never reaches its inbox."""
+    event = slack("9.0", author="B0SCOUT001", body="Scout here: the billing copy is done.")
+    assert resolve(stages, event)["scout"] == (False, "own_echo")
+    assert inbox_ids(redis_client, "scout") == []
+
+
+def test_auth_test_names_the_seat_whose_bot_posts(stages: Stages, redis_client: redis.Redis):
+    """auth.test's bot user is tally's alias: its bot_id becomes tally's own identity, so a
+    bot_id-only post naming Tally is tally's echo; scout is not affected."""
+    said = learn_slack_identity(stages.org, {"user_id": "U0TALLY", "bot_id": "B0TALLYAPP"})
+    assert "tally" in said
+    event = slack("10.0", author="B0TALLYAPP", body="Tally here: March is reconciled.")
+    assert resolve(stages, event) == {"scout": (False, "ambient"), "tally": (False, "own_echo")}
+
+
+def test_a_bot_no_seat_answers_to_is_every_seats_echo_and_nobodys_mention(
+    stages: Stages, redis_client: redis.Redis
+):
+    """One app token for the whole org: its posts are every seat's own echo (a seat must not
+    answer what Seatwire itself posted), and a mention of that bot addresses no one seat."""
+    learn_slack_identity(stages.org, {"user_id": "U0SHARED", "bot_id": "B0SHARED"})
+    post = slack("11.0", author="B0SHARED", body="Scout and Tally: done.")
+    assert resolve(stages, post) == {"scout": (False, "own_echo"), "tally": (False, "own_echo")}
+    ask = slack("12.0", body="<@U0SHARED> who owns this?", mentions=("U0SHARED",))
+    assert resolve(stages, ask) == {"scout": (False, "ambient"), "tally": (False, "ambient")}
+
+
+def test_learned_identities_survive_a_reload_of_the_org_file(
+    redis_client: redis.Redis, tmp_path: Any
+):
+    """A changed org file is re-read with what auth.test taught still applied."""
+    org = tmp_path / "org.yaml"
+    org.write_text(BUNDLED_ORG.read_text())
+    source = OrgSource.open(org)
+    learn_slack_identity(source, {"user_id": "U0SCOUT", "bot_id": "B0LEARNT"})
+    org.write_text(BUNDLED_ORG.read_text() + "\n# touched\n")
+    os.utime(org, (1, 1))
+    view, degraded = source.current()
+    assert degraded == []
+    [scout] = [s for s in view.roster.seats if s.member_id == "scout"]
+    assert "b0learnt" in scout.own

@@ -6,14 +6,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
+from fastapi.testclient import TestClient
 from kombu import Connection
 
+from bench.chaos import RedisServer, redis_server, redis_server_path
+from pipeline.signatures import slack_headers
+from tests.conftest import IN_CI
+from workers import bootstrap
 from workers.broker import publish
 from workers.celery_app import create_app
+from workers.ingress.app import create_ingress
 from workers.ingress.intake import Arrival, Enqueued, RedisIntake, shares_broker
 from workers.ingress.wire import celery_message
 from workers.queues import Task
@@ -212,3 +220,63 @@ def test_a_repeat_past_the_deadline_of_an_untouched_entry_enqueues_it_again(
     assert accept(now_ms=10 + 60_001) == "requeued"
     assert redis_client.llen("directedness") == 2
     assert accept(now_ms=10 + 60_002) == "duplicate"
+
+
+@pytest.fixture
+def full_redis(tmp_path: Any) -> Iterator[RedisServer]:
+    """A redis-server of the test's own, `noeviction`, with a `maxmemory` below what it uses
+    (1 byte), so it refuses every write (the shared test Redis must not be starved)."""
+    if redis_server_path() is None:
+        if IN_CI:
+            pytest.fail("redis-server is not on the PATH; CI must run this test", pytrace=False)
+        pytest.skip("redis-server is not on the PATH")
+    with redis_server(tmp_path / "redis") as server:
+        client = server.client()
+        client.config_set("maxmemory", "1")
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            client.set("probe", "x")
+        client.close()
+        yield server
+
+
+def test_out_of_memory_is_a_503_with_retry_after_and_writes_nothing(
+    full_redis: RedisServer, tmp_path: Any
+) -> None:
+    """With Redis refusing writes (OOM), the intake's script is refused whole: a work report,
+    a Slack event and a Slack event that is journalled as skipped are each answered 503 with
+    Retry-After (never a 500, never a 2xx), and nothing is journalled or queued."""
+    settings = Settings(
+        redis_url=full_redis.url,
+        api_token="t",
+        slack_signing_secret="s",
+        outbox_path=tmp_path / "outbox.jsonl",
+    )
+    app = create_app(settings, register=False)
+    report = {"id": "w-oom", "title": "W", "state": "blocked", "blocker": {"kind": "access"}}
+    event = {
+        "type": "event_callback",
+        "team_id": "T0OOM",
+        "event_id": "Ev0OOM",
+        "event": {"type": "message", "channel": "C1", "user": "U1", "text": "hi", "ts": "1.2"},
+    }
+    notice = {
+        **event,
+        "event_id": "Ev0OOM2",
+        "event": {**event["event"], "subtype": "channel_join"},
+    }
+    with TestClient(create_ingress(bootstrap.build_container(settings, app=app), app)) as c:
+        answers = [
+            c.post("/v1/seats/scout/work", json=report, headers={"Authorization": "Bearer t"})
+        ]
+        for body in (event, notice):
+            raw = json.dumps(body).encode()
+            headers = {
+                **slack_headers(raw, secret="s", now_s=int(time.time())),
+                "Content-Type": "application/json",
+            }
+            answers.append(c.post("/webhooks/slack", content=raw, headers=headers))
+    assert [a.status_code for a in answers] == [503, 503, 503], [a.text for a in answers]
+    assert all(a.headers["Retry-After"] for a in answers)
+    client = full_redis.client()
+    assert client.dbsize() == 0  # database 0: no journal entry, no message
+    client.close()

@@ -33,6 +33,7 @@ from workers.recovery.parking import release_due
 from workers.recovery.sweeper import Sweeper, run_tick, tick
 from workers.settings import BUNDLED_ORG, Settings
 from workers.stages import Stages
+from workers.stages.base import retry_bound_s
 from workers.stores import keys
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
@@ -160,7 +161,8 @@ def test_an_accepted_work_report_is_reenqueued_to_engagement(
     stages: Stages, redis_client: redis.Redis, app: Celery
 ):
     """A report whose engagement message was lost is re-enqueued with its stored envelope,
-    under the same task id; its deadline moves on and the delivery is counted."""
+    under the same task id; its deadline moves on and one copy is noted, its delivery
+    counted only once a worker starts it."""
     env = accept_work(stages.journal, "t-work")
     report = sweeper(redis_client).sweep(app, now_ms=LATE)
     assert report.requeued == [task_id("t-work", Queue.ENGAGEMENT)]
@@ -169,7 +171,14 @@ def test_an_accepted_work_report_is_reenqueued_to_engagement(
     assert msg["id"] == task_id("t-work", Queue.ENGAGEMENT)
     assert WorkEnvelope.model_validate(msg["arg"]) == env
     assert deadline(redis_client, "t-work") == LATE + DEADLINE
-    assert redis_client.hget(keys.deliveries("t-work"), "engagement") == b"2"
+    counters = keys.deliveries("t-work")
+    assert redis_client.hget(counters, "engagement") is None
+    assert redis_client.hget(counters, keys.copies_field("engagement")) == b"1"
+    started = DeadLetters(redis_client).start(
+        "t-work", queue=Queue.ENGAGEMENT, message=msg["arg"], now_ms=LATE, redelivered=False
+    )
+    assert (started.run, started.deliveries) == (True, 2)
+    assert redis_client.hget(counters, keys.copies_field("engagement")) == b"0"
 
 
 def test_an_accepted_inbound_event_is_reenqueued_to_directedness(
@@ -237,8 +246,11 @@ def test_two_sweeps_racing_reenqueue_each_entry_once(
     second = b.apply(app, read_b, now_ms=LATE)
     assert len(first.requeued) == 20 and second.requeued == [] and second.skipped == 20
     assert len(queued(redis_client, Queue.ENGAGEMENT)) == 20
-    counts = {redis_client.hget(keys.deliveries(f"t-race-{i}"), "engagement") for i in range(20)}
-    assert counts == {b"2"}
+    copies = {
+        redis_client.hget(keys.deliveries(f"t-race-{i}"), keys.copies_field("engagement"))
+        for i in range(20)
+    }
+    assert copies == {b"1"}
 
 
 def test_concurrent_sweeps_in_threads_reenqueue_each_entry_once(
@@ -292,18 +304,29 @@ def test_a_final_entry_still_listed_is_only_unlisted(
 def test_the_fifth_sweep_dead_letters_a_stuck_entry(
     stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
 ):
-    """An entry that never moves is re-enqueued four times (deliveries 2..5), then the
-    fifth overdue sweep dead-letters it (`stuck`) instead: final `dead`, out of the index."""
+    """An entry that never moves is re-enqueued four times, each copy started by a worker
+    that makes no progress (deliveries 2..5); the fifth overdue sweep dead-letters it
+    (`stuck`) instead: final `dead`, out of the index."""
     env = accept_work(stages.journal, "t-stuck")
     now = LATE
     for n in range(2, 6):
         report = sweeper(redis_client).sweep(app, now_ms=now)
         assert report.requeued == [task_id("t-stuck", Queue.ENGAGEMENT)], n
-        assert redis_client.hget(keys.deliveries("t-stuck"), "engagement") == str(n).encode()
+        assert redis_client.rpop(Queue.ENGAGEMENT.value) is not None  # a worker takes it
+        started = letters.start(
+            "t-stuck",
+            queue=Queue.ENGAGEMENT,
+            message=env.to_wire(),
+            now_ms=now,
+            redelivered=False,
+            running_ms=1000,
+        )
+        assert (started.run, started.deliveries) == (True, n)
+        redis_client.delete(keys.running("t-stuck", "engagement"))  # it ended, no progress
         now += DEADLINE + 1
     report = sweeper(redis_client).sweep(app, now_ms=now)
     assert report.dead == [task_id("t-stuck", Queue.ENGAGEMENT)] and report.requeued == []
-    assert len(queued(redis_client, Queue.ENGAGEMENT)) == 4
+    assert queued(redis_client, Queue.ENGAGEMENT) == []
     entry = stages.journal.get("t-stuck")
     assert entry is not None and entry["state"] == "dead" and entry["deadFrom"] == "accepted"
     assert deadline(redis_client, "t-stuck") is None
@@ -316,6 +339,65 @@ def test_the_fifth_sweep_dead_letters_a_stuck_entry(
     assert WorkEnvelope.model_validate(letter.message) == env
     # Dead-lettered, the entry is the sweeper's no longer.
     assert not sweeper(redis_client).sweep(app, now_ms=now + 10 * DEADLINE).busy
+
+
+def test_a_message_still_waiting_in_its_queue_is_never_copied(
+    stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
+):
+    """An overdue entry whose message waits in its queue (its pool is down) only has its
+    deadline moved, sweep after sweep: one message stays queued, nothing is counted, and
+    when the pool comes back its one start dead-letters nothing."""
+    env = accept_work(stages.journal, "t-wait")
+    report = sweeper(redis_client).sweep(app, now_ms=LATE)  # the original publish was lost
+    assert report.requeued == [task_id("t-wait", Queue.ENGAGEMENT)]
+    now = LATE
+    for _ in range(12):  # an hour of sweeps with a 5-minute deadline
+        now += DEADLINE + 1
+        report = sweeper(redis_client).sweep(app, now_ms=now)
+        assert report.requeued == [] and report.dead == [] and report.waiting == 1
+        assert deadline(redis_client, "t-wait") == now + DEADLINE
+    assert len(queued(redis_client, Queue.ENGAGEMENT)) == 1
+    started = letters.start(
+        "t-wait", queue=Queue.ENGAGEMENT, message=env.to_wire(), now_ms=now, redelivered=False
+    )
+    assert (started.run, started.deliveries) == (True, 2) and letters.count() == 0
+
+
+def test_a_message_a_worker_is_running_is_never_copied(
+    stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
+):
+    """An overdue entry whose message a worker started (its running mark holds) is not
+    re-enqueued; once the mark is gone (the worker died on it), it is."""
+    env = accept_work(stages.journal, "t-run")
+    first = letters.start(
+        "t-run", queue=Queue.ENGAGEMENT, message=env.to_wire(), now_ms=NOW, redelivered=False
+    )
+    assert (first.run, first.deliveries) == (True, 1)  # a first start counts nothing
+    assert redis_client.hget(keys.deliveries("t-run"), "engagement") is None
+    report = sweeper(redis_client).sweep(app, now_ms=LATE)
+    assert report.running == 1 and report.requeued == []
+    assert queued(redis_client, Queue.ENGAGEMENT) == []
+    redis_client.delete(keys.running("t-run", "engagement"))
+    report = sweeper(redis_client).sweep(app, now_ms=LATE + DEADLINE + 1)
+    assert report.requeued == [task_id("t-run", Queue.ENGAGEMENT)]
+
+
+def test_a_deposed_beats_sweep_claims_nothing(
+    stages: Stages, redis_client: redis.Redis, app: Celery
+):
+    """A sweep fenced with a token that is not the newest beat term's re-enqueues nothing
+    and moves no deadline; with the newest token it sweeps as usual."""
+    accept_work(stages.journal, "t-fence")
+    redis_client.set(keys.BEAT_EPOCH, 7)
+    stale = Sweeper(redis_client, deadline_ms=DEADLINE, max_deliveries=5, batch=500, fence=6)
+    report = stale.sweep(app, now_ms=LATE)
+    assert report.fenced == 1 and report.requeued == []
+    assert (
+        queued(redis_client, Queue.ENGAGEMENT) == []
+        and deadline(redis_client, "t-fence") == NOW + DEADLINE
+    )
+    current = Sweeper(redis_client, deadline_ms=DEADLINE, max_deliveries=5, batch=500, fence=7)
+    assert current.sweep(app, now_ms=LATE).requeued == [task_id("t-fence", Queue.ENGAGEMENT)]
 
 
 def test_a_failed_entry_left_open_goes_to_the_dead_letter_queue(
@@ -425,13 +507,16 @@ def test_the_stage_task_does_not_run_a_message_over_the_cap(
 def test_a_first_delivery_is_not_counted(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
 ):
-    """A message delivered for the first time runs with no counting round trip."""
+    """A message delivered for the first time runs uncounted: it is only marked running
+    (for its task time limit, so the sweeper does not copy it meanwhile)."""
     app, container = installed
     env = accept_work(container.journal, "t-first")
     _run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=False)
     entry = container.journal.get("t-first")
     assert entry is not None and entry["state"] == "decided"
     assert redis_client.exists(keys.deliveries("t-first")) == 0
+    ttl = redis_client.pttl(keys.running("t-first", "engagement"))
+    assert 0 < ttl <= (container.settings.task_time_limit_s + 15) * 1000
     assert [m["id"] for m in queued(redis_client, Queue.GUARDRAILS)] == [
         task_id("t-first", Queue.GUARDRAILS)
     ]
@@ -494,7 +579,9 @@ def test_a_final_entry_is_never_dead_lettered(
 def test_a_retry_pushes_the_deadline_past_the_next_try(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
 ):
-    """A message in a retry chain is not lost: its deadline moves past the retry cap."""
+    """A message in a retry chain is not lost: its deadline moves past this retry's own
+    backoff bound (2 s for the first), and not to the 300 s cap: a retry a worker held when
+    its connection dropped is re-enqueued by the sweeper soon, not five minutes later."""
     app, container = installed
     accept_work(container.journal, "t-retry")
     redis_client.zadd(keys.JOURNAL_OPEN, {"t-retry": bootstrap.now_ms() + DEADLINE})
@@ -503,7 +590,11 @@ def test_a_retry_pushes_the_deadline_past_the_next_try(
     t.on_retry(TransientError("blip"), "x", ({"trackingId": "t-retry"},), {}, None)
     after = deadline(redis_client, "t-retry")
     assert before is not None and after is not None and after > before
-    assert after >= bootstrap.now_ms() + 300_000
+    now = bootstrap.now_ms()
+    settle = container.settings.journal_deadline_ms
+    assert now + settle < after <= now + 2_000 + settle + 1_000
+    # A later retry in the chain waits longer: its bound doubles, up to the cap.
+    assert [retry_bound_s(n) for n in (0, 1, 2, 7, 8, 40)] == [2, 4, 8, 256, 300, 300]
 
 
 # --------------------------------------------------------------------------- parking
@@ -555,6 +646,16 @@ def test_release_is_bounded_per_tick(redis_client: redis.Redis, app: Celery):
     assert release_due(redis_client, app, now_ms=LATE, batch=5) == 5
     assert release_due(redis_client, app, now_ms=LATE, batch=5) == 2
     assert redis_client.llen(Queue.SEND.value) == 7
+
+
+def test_a_deposed_beats_tick_releases_nothing(redis_client: redis.Redis, app: Celery):
+    """A release fenced with a token that is not the newest beat term's takes nothing out of
+    the lot; the current leader's token releases it."""
+    park(redis_client, Task.SEND, "t-f", {"trackingId": "t-f"}, NOW, "x")
+    redis_client.set(keys.BEAT_EPOCH, 3)
+    assert release_due(redis_client, app, now_ms=LATE, fence=2) == 0
+    assert len(parked(redis_client)) == 1 and redis_client.llen(Queue.SEND.value) == 0
+    assert release_due(redis_client, app, now_ms=LATE, fence=3) == 1
 
 
 def test_the_tick_runs_on_the_embedded_stand_in(tmp_path: Any):

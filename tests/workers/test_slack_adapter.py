@@ -4,6 +4,8 @@ posts, mentions, the idempotency id in metadata, reconciliation, and the error c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,3 +232,36 @@ def test_a_retry_after_is_read_finite_and_at_most_an_hour(value: str, wait: floa
     from workers.outbound.base import seconds
 
     assert seconds(value) == wait
+
+
+def test_a_process_learns_its_slack_bots_identity_at_start(
+    slack: FakeSlack, redis_client: Any, redis_url: str, tmp_path: Path
+) -> None:
+    """With the Slack adapter, a worker's container learns from auth.test what the token's
+    bot is, so a post carrying only its `bot_id` is a seat's own echo; a failing auth.test is
+    reported, not raised."""
+    from pydantic import SecretStr
+
+    from workers import bootstrap
+    from workers.settings import Settings
+
+    settings = Settings(
+        redis_url=redis_url,
+        api_token="t",
+        outbound="slack",
+        slack_bot_token=SecretStr(slack.token),
+        slack_api_url=slack.url,
+        outbox_path=tmp_path / "o.jsonl",
+    )
+    container = bootstrap.build_container(settings, client=redis_client)
+    learned = bootstrap.learn_own_identity(container)
+    assert learned is not None and "B0SEATWIRE" in learned
+    assert any("B0SEATWIRE" in ids for ids in container.org.learned.values())
+
+    broken = bootstrap.build_container(
+        settings.model_copy(update={"slack_bot_token": SecretStr("xoxb-wrong")}),
+        client=redis_client,
+    )
+    said = bootstrap.learn_own_identity(broken)
+    assert said is not None and said.startswith("could not learn")
+    assert broken.org.learned == {}

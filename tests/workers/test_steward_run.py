@@ -154,8 +154,13 @@ def test_an_escalation_is_one_work_report_and_one_engagement_message(
         (Task.ENGAGEMENT.value, task_id(tracking, Queue.ENGAGEMENT))
     ]
 
+    # The next run on the same sample knows the escalation was carried out: it is not
+    # planned again (the journal would refuse it as a duplicate anyway).
     rerun = steward(KEY, now_ms=NOW + 2_000)
-    assert rerun.dispatched == {dispatch.id: "duplicate"}
+    assert rerun.dispatched == {} and rerun.plan.dispatches == ()
+    (gap_line,) = [e for e in rerun.plan.audit if e.kind == "gap_decision"]
+    assert gap_line.action == "escalate" and gap_line.dispatch_id == dispatch.id
+    assert gap_line.note == f"already dispatched under {dispatch.id} on this sample"
     assert len(queued(redis_client, Queue.ENGAGEMENT)) == 1
 
 

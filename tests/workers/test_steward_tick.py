@@ -205,3 +205,67 @@ def test_a_run_that_dies_part_way_is_finished_by_the_next(
     assert container.backlog.revision("seat") == 2
     lines = [(r.run_id, r.entry.model_dump_json()) for r in container.audit.read("solo", 100)]
     assert len(lines) == len(set(lines))
+
+
+def test_closed_work_is_not_planned_again_on_the_same_sample(container: Container, app: Celery):
+    """Once the seat closes the two items a sample produced, the next run on that sample does
+    not admit them again (they were carried out) and they hold no place under the per-run
+    cap: the third candidate, refused by the cap before, is admitted now."""
+    sample(container, "solo", 2)
+    steward = StewardRun.of(container, app)
+    first = steward("solo", now_ms=NOW)
+    done_ids = [d.id for d in first.plan.dispatches]
+    assert len(done_ids) == 2
+    for item_id in done_ids:
+        container.backlog.done("seat", item_id, by="seat", now_ms=NOW + 1)
+    second = steward("solo", now_ms=NOW + 2)
+    lines = {e.candidate_title: e for e in second.plan.audit if e.kind == "candidate"}
+    assert lines["Write the first guide"].reason.startswith("not judged: already dispatched")
+    assert lines["Record a walkthrough video"].dispatch_id in done_ids
+    third = lines["Translate the onboarding page"]
+    assert third.admitted and third.dispatch_id in second.dispatched
+    assert second.dispatched == {third.dispatch_id: "added"}
+
+
+def test_one_objective_failing_is_written_down_and_the_tick_goes_on(
+    container: Container, app: Celery
+):
+    """An objective whose run raises is skipped with the error; the others still run."""
+    sample(container, "solo", 2)
+    steward = StewardRun.of(container, app)
+    real = steward._plan
+
+    def broken(obj: Any, now_ms: int) -> Any:
+        if obj.key == "pairs":
+            raise RuntimeError("the samples store is on fire")
+        return real(obj, now_ms)
+
+    steward._plan = broken  # type: ignore[method-assign]
+    result = steward(now_ms=NOW)
+    assert [(s.objective_key, s.reason) for s in result.skipped] == [
+        ("pairs", "its run failed: RuntimeError: the samples store is on fire")
+    ]
+    assert [o.objective_key for o in result.plan.outcomes] == ["solo"]
+    assert len(result.plan.dispatches) == 2
+
+
+def test_a_long_title_is_clipped_to_fit_a_work_report():
+    """A HANDOFF of a 600-character title becomes a work report whose title fits its 500."""
+    from contracts.steward import Dispatch
+    from workers.stages.steward_run import work_report_of
+
+    d = Dispatch.model_validate(
+        {
+            "id": "stw_1",
+            "kind": "engagement",
+            "route": "HANDOFF",
+            "objectiveKey": "k" * 600,
+            "seatId": "seat",
+            "targetId": "owner",
+            "title": "t" * 600,
+            "reason": "why",
+        }
+    )
+    report = work_report_of(d)
+    assert len(report.title) == 500 and report.title.endswith("…")
+    assert report.scope is not None and len(report.scope) == 500

@@ -6,7 +6,10 @@ nobody is journalled as skipped instead).
 The answer is 2xx only once the entry is journalled AND its task enqueued: `accepted`, or
 `duplicate` for a repeat (which enqueues nothing new, unless an earlier delivery was journalled
 but never enqueued), or 409 when the same id came back with other content. A stall past the
-budget or an unreachable store raises `Unavailable`, the app's 503.
+budget, an unreachable store, or one that refuses the write (Redis at `maxmemory` with
+`noeviction` answers the script OOM before its first write, so nothing lands) raises
+`Unavailable`, the app's 503 with Retry-After: never a 500, never a 2xx
+(tests/workers/test_intake.py, tests/e2e/test_redis_faults_processes.py test 14).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ Where each concern lives:
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it;
 - 503: `Unavailable` (journal/enqueue over budget or failed) and every error in
   `UNAVAILABLE` (Redis, broker, sockets): one handler, 503 with Retry-After, never a 2xx;
-- metrics: one ASGI middleware counts the writing routes' answers by route and status.
+- metrics: one ASGI middleware counts the writing routes' answers by route and status;
+- the per-source rate limit (ratelimit.py): one ASGI middleware inside it, 429 with
+  Retry-After before a writing route journals anything (off unless SEATWIRE_INGRESS_RATE_PER_S).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from workers.ingress.http import UNAVAILABLE, Refusal, Unavailable, refused, una
 from workers.ingress.metrics import RequestMetrics, RouteLabels
 from workers.ingress.ops import router as ops_router
 from workers.ingress.providers import provider_paths
+from workers.ingress.ratelimit import RateLimit
 from workers.ingress.slack import slack_events
 from workers.queues import tracking_id_for
 
@@ -70,6 +73,8 @@ async def lifespan(api: FastAPI) -> AsyncIterator[None]:
     yield
     deps: IngressDeps = api.state.deps
     await deps.intake.aclose()
+    if deps.limiter is not None:
+        await deps.limiter.aclose()
 
 
 def create_ingress(
@@ -82,7 +87,18 @@ def create_ingress(
         description="Work reports in; engagements decided, guarded and sent exactly once.",
         lifespan=lifespan,
         exception_handlers=HANDLERS,
-        middleware=[Middleware(RequestMetrics, metrics=deps.metrics, labels=METERED)],
+        middleware=[
+            Middleware(RequestMetrics, metrics=deps.metrics, labels=METERED),
+            # Before any route reads the body (a 429 is answered before routing, so the
+            # metrics see it without a route label).
+            Middleware(
+                RateLimit,
+                limiter=deps.limiter,
+                settings=deps.settings,
+                token=deps.token,
+                clock_ms=clock_ms,
+            ),
+        ],
     )
     api.state.deps = deps
     api.include_router(v1.router)

@@ -16,6 +16,7 @@ from workers.container import Container
 from workers.ingress.http import Refusal, problem
 from workers.ingress.intake import Intake, intake_for
 from workers.ingress.metrics import IngressMetrics
+from workers.ingress.ratelimit import RateLimiter, limiter_for
 from workers.settings import Settings
 
 
@@ -28,6 +29,7 @@ class IngressDeps:
     token: bytes  # the /v1 bearer token
     clock_ms: Callable[[], int]
     metrics: IngressMetrics
+    limiter: RateLimiter | None  # the per-source rate limit; None when it is off
 
     @classmethod
     def build(
@@ -42,6 +44,7 @@ class IngressDeps:
             token=settings.token().encode(),
             clock_ms=clock_ms,
             metrics=IngressMetrics.create(),
+            limiter=limiter_for(settings),
         )
 
     def seat(self, ident: str) -> Seat:

@@ -22,18 +22,25 @@ from workers.ingress.providers import (
     json_object,
     not_configured,
     pong,
-    refuse_unreadable,
     signature_refusal,
 )
 
-# The GitHub events Seatwire considers (X-GitHub-Event). Any other is refused with 422: the
-# hook is subscribed to more than Seatwire reads, which its owner should fix.
+# The GitHub events Seatwire reads (X-GitHub-Event), some of their actions (see
+# pipeline/normalise/github.py). Any other event or action (`push`, `star`, `workflow_run`, a
+# label added) is a well-formed, signed delivery: journalled as skipped with
+# `unsupported_event:<event>.<action>` and answered 200, never 4xx, which GitHub counts as a
+# failed delivery.
 GITHUB_EVENTS = frozenset(
-    {"issues", "pull_request", "issue_comment", "pull_request_review_comment"}
+    {
+        "issues",
+        "pull_request",
+        "issue_comment",
+        "pull_request_review_comment",
+        "pull_request_review",
+    }
 )
-# What normalise_github skips that is a refusal (400), not an event journalled as skipped:
-# a known event with an action we do not consider (an issue opened, a label added) is skipped.
-REFUSED = frozenset({"missing_field", "invalid_candidate", "unsupported_envelope"})
+# Whatever normalise_github skips (an event or action not read, or one without what Seatwire
+# would read of it) is journalled as skipped with its reason and answered 200.
 
 
 async def github_events(request: Request) -> Response:
@@ -89,23 +96,11 @@ def parse(request: Request, raw: bytes) -> dict[str, Any]:
 def normalise(
     event: str, body: dict[str, Any], delivery: str, deps: IngressDeps
 ) -> Candidate | Skipped:
-    if event not in GITHUB_EVENTS:
-        raise Refusal(
-            problem(
-                422,
-                "unsupported_event",
-                f"{event[:64]}: Seatwire reads {sorted(GITHUB_EVENTS)}; "
-                "unsubscribe the hook from the rest",
-            )
-        )
     view, _ = deps.container.org.current()
-    outcome = normalise_github(
+    return normalise_github(
         event,
         body,
         delivery_id=delivery,
         received_at_ms=deps.clock_ms(),
         logins=view.github_logins,
     )
-    if isinstance(outcome, Skipped):
-        refuse_unreadable(outcome, REFUSED)
-    return outcome

@@ -83,7 +83,7 @@ def shares_broker(settings: Settings) -> bool:
     return urlsplit(url).scheme in ("redis", "rediss")
 
 
-class _GroupCommit:
+class GroupCommit:
     """The scripts of concurrent requests, sent to Redis as one pipeline per round trip.
 
     A request queues its script call and awaits its own reply. One flush at a time is in
@@ -160,34 +160,56 @@ class _GroupCommit:
         return replies
 
 
+class PerLoop:
+    """One `GroupCommit` per event loop on one Redis URL (a connection belongs to the loop
+    that opened it), each with the given timeouts and retry budget; `aclose` closes this
+    loop's after its last flush."""
+
+    def __init__(
+        self, url: str, source: str, *, timeout_s: float, retry_cap_s: float, retries: int
+    ) -> None:
+        self.url = url
+        self.source = source
+        self.timeout_s = timeout_s
+        self.retry = (retry_cap_s, retries)
+        self._clients: dict[asyncio.AbstractEventLoop, GroupCommit] = {}
+
+    def here(self) -> GroupCommit:
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is None:
+            cap, retries = self.retry
+            client = aioredis.Redis.from_url(
+                self.url,
+                socket_timeout=self.timeout_s,
+                socket_connect_timeout=self.timeout_s,
+                health_check_interval=30,
+                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=cap), retries=retries),
+            )
+            found = self._clients[loop] = GroupCommit(client, self.source)
+        return found
+
+    async def aclose(self) -> None:
+        found = self._clients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            if found.flushing is not None:
+                await asyncio.wait([found.flushing])
+            await found.client.aclose()
+
+
 class RedisIntake:
     """Journal + enqueue in one script on the broker's own Redis, from the event loop."""
 
     def __init__(self, url: str, *, deadline_ms: int) -> None:
         self.url = url
         self.deadline_ms = deadline_ms
-        self._source = source("journal_enqueue")
-        self._clients: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
-
-    def _for_this_loop(self) -> _GroupCommit:
-        """A client per event loop (a connection belongs to the loop that opened it)."""
-        loop = asyncio.get_running_loop()
-        found = self._clients.get(loop)
-        if found is None:
-            client = aioredis.Redis.from_url(
-                self.url,
-                socket_timeout=2,
-                socket_connect_timeout=2,
-                health_check_interval=30,
-                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=2),
-            )
-            found = _GroupCommit(client, self._source)
-            self._clients[loop] = found
-        return found
+        self._loops = PerLoop(
+            url, source("journal_enqueue"), timeout_s=2, retry_cap_s=0.5, retries=2
+        )
 
     async def accept(self, arrival: Arrival) -> Enqueued:
         a = arrival
-        verb, state, _stored = await self._for_this_loop().call(
+        verb, state, _stored = await self._loops.here().call(
             [
                 3,
                 keys.journal(a.tracking_id),
@@ -207,12 +229,7 @@ class RedisIntake:
         return Enqueued(verb=text(verb), state=text(state))  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
-        loop = asyncio.get_running_loop()
-        found = self._clients.pop(loop, None)
-        if found is not None:
-            if found.flushing is not None:
-                await asyncio.wait([found.flushing])
-            await found.client.aclose()
+        await self._loops.aclose()
 
 
 class CeleryIntake:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from contracts.goals import Objective, Sample
 from pipeline.goals.admission import decide_for_gap
-from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS, gap_for
+from pipeline.goals.kpi import gap_for
 from workers.ingress.deps import Deps, IngressDeps
 from workers.ingress.http import Refusal, field_errors, parse_json, problem
 from workers.ingress.v1 import read_json, require_token
@@ -68,8 +68,7 @@ async def get_objectives(deps: Deps) -> Response:
         deps.container.audit.last_decisions, [o.key for o in view.objectives]
     )
     for objective in view.objectives:
-        lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[objective.cadence]
-        samples = await run_in_threadpool(deps.container.samples.for_gap, objective.key, lookback)
+        samples = await run_in_threadpool(deps.container.samples.for_objective, objective)
         gap = gap_for(objective, samples, now)
         rows.append(
             {

@@ -1,16 +1,21 @@
 """What the two provider routes (slack.py, github.py) share, and their OpenAPI entries.
 
 Every provider route checks, in order, before anything is written: size (413), that its
-secret is set (404), then the signature (401). Then content type (415), the body (400) and the
-event type (422). A malformed header, timestamp or body is a 4xx with a reason, never a 5xx,
-and a refused request journals nothing.
+secret is set (404), then the signature (401). Then content type (415) and the body (400: not
+a JSON object, not the provider's envelope, a malformed id). A malformed header, timestamp
+or body is a 4xx with a reason, never a 5xx, and a refused request journals nothing. An
+event type or action that Seatwire does not read, or an event without what Seatwire would
+read of it, is none of these: it is a signed delivery in the provider's envelope, so it is
+journalled as skipped with its reason (`unsupported_event:<type>`, `missing_field:<path>`)
+and answered 200, never a 4xx (which both providers count as a failed delivery, and Slack
+answers by disabling the app's subscriptions).
 
 An accepted event is journalled and its directedness task enqueued BEFORE the 2xx. Its
 journal entry is keyed by the event's delivery id, so the entry is also the dedupe record:
 Slack's retries (and its `app_mention` twin of a `message`) and GitHub's redeliveries answer
 2xx `duplicate` and enqueue nothing new, for as long as the entry is kept (7 days by default,
 above Slack's 24 h and GitHub's 72 h windows). An event that addresses nobody by its nature
-(a channel join, a deletion, an action we do not consider) is journalled as `skipped` with
+(a channel join, a deletion, an event or action we do not read) is journalled as `skipped` with
 its reason and answered 200, so the provider does not retry it and the trace shows why.
 
 The provider routes are plain Starlette routes: their shape is the provider's, not ours, and
@@ -20,29 +25,23 @@ skipping FastAPI's per-request dependency machinery is a fifth of the hot path's
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from pipeline.normalise import Skipped
 from pipeline.signatures import Refused
-from workers.ingress.http import Refusal, problem
+from workers.ingress.http import Refusal, parse_json, problem
 
 MAX_DELIVERY_ID = 120
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 Refusal."""
+    """The body as a JSON object, or a 400 Refusal: not JSON or not UTF-8, an integer past
+    Python's 4,300 digits, nesting deeper than it recurses, or a lone UTF-16 surrogate (which
+    neither Redis nor an answer can encode), all read by `parse_json`, never a 500."""
     try:
-        body = json.loads(raw)
-        if SURROGATE_ESCAPE.search(raw):
-            # A lone `\ud800` parses to a string neither Redis nor an answer can encode;
-            # refuse it here rather than fail (500) later. Paired escapes pass.
-            json.dumps(body, ensure_ascii=False).encode()
-    except (ValueError, RecursionError) as exc:  # also an integer past Python's digit limit
+        body = parse_json(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Refusal(problem(400, "invalid_json", f"the body is not JSON: {exc}")) from None
     if not isinstance(body, dict):
         raise Refusal(problem(400, "invalid_json", "the body must be a JSON object"))
@@ -57,25 +56,6 @@ def not_configured(error: str, message: str) -> Refusal:
     return Refusal(problem(404, error, message))
 
 
-def refuse_unreadable(outcome: Skipped, codes: frozenset[str]) -> None:
-    """A payload that cannot be an event at all (its reason's code in `codes`) is refused:
-    422 for an event type we do not consider, 400 for one that lacks what every event of
-    its type carries. Any other `Skipped` is journalled as skipped by the caller."""
-    code = outcome.reason.split(":", 1)[0]
-    if code not in codes:
-        return
-    if code == "unsupported_event":
-        raise Refusal(
-            problem(
-                422,
-                "unsupported_event",
-                f"{outcome.reason.split(':', 1)[-1]}: {outcome.detail}; subscribe only to the "
-                "events Seatwire reads (see the README)",
-            )
-        )
-    raise Refusal(problem(400, "invalid_event", f"{outcome.reason}: {outcome.detail}"))
-
-
 def pong() -> JSONResponse:
     return JSONResponse({"ok": True, "status": "pong"})
 
@@ -84,13 +64,14 @@ def provider_paths() -> dict[str, Any]:
     """The OpenAPI entries of the provider routes (plain Starlette routes, so FastAPI does not
     list them itself). Their bodies are the providers' own; see their documentation."""
     answers = {
-        "200": "accepted, duplicate, skipped (with its reason), or the provider's handshake",
-        "400": "not a JSON object, or an event without what its type must carry",
+        "200": "accepted, duplicate, skipped (with its reason: `unsupported_event:<type>` for "
+        "an event Seatwire does not read, `missing_field:<path>` for one without what it "
+        "would read), or the provider's handshake",
+        "400": "not a JSON object, not the provider's envelope, or a malformed id or header",
         "401": "a missing, malformed or wrong signature, or a timestamp out of tolerance",
         "404": "this provider's secret is not configured",
         "413": "the body is over the size limit",
         "415": "a content type other than JSON (GitHub: or a form with `payload`)",
-        "422": "an event type Seatwire does not read",
         "503": "journal or enqueue unavailable or over budget: retry (Retry-After)",
     }
     responses = {code: {"description": text} for code, text in answers.items()}

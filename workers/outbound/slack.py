@@ -162,6 +162,8 @@ class SlackOutbound:
             retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1)],
         )
         self.bot_user_id: str | None = None
+        # What auth.test said the token's bot is (`user_id`, `bot_id`), once `check` ran.
+        self.identity: dict[str, str] = {}
 
     # ---------------------------------------------------------------- start
 
@@ -177,6 +179,10 @@ class SlackOutbound:
         except Exception as exc:
             raise ConfigError(f"cannot reach the Slack API at {self.api_url}: {exc}") from exc
         self.bot_user_id = str(reply.get("user_id") or "")
+        self.identity = {
+            "user_id": self.bot_user_id,
+            "bot_id": str(reply.get("bot_id") or ""),
+        }
         return f"slack at {self.api_url} as {reply.get('user') or '?'} ({self.bot_user_id})"
 
     # ---------------------------------------------------------------- send

@@ -3,31 +3,38 @@
 Every journal entry stays in `sw:j:open` (score: its deadline, ms) until it is final. Beat
 runs `tick` every `sweep_interval_s`: each entry past its deadline is re-enqueued to the
 stage its state says is next, under the SAME deterministic task id, and its deadline moves
-forward (so a slow stage is not re-enqueued every tick); each re-enqueue counts a delivery of
-that stage's message, and at `max_deliveries` the entry is dead-lettered (`stuck`) instead.
-The same tick re-publishes the parked messages that are due (workers/recovery/parking.py).
+forward (so a slow stage is not re-enqueued every tick). The same tick re-publishes the
+parked messages that are due (workers/recovery/parking.py).
 
 kombu's Redis transport does restore unacked messages by itself, but only about every
 visibility timeout + 100 s, and not a message lost between BRPOP and its unacked write, nor
 a publish that never landed; with the sweeper, recovery is a matter of the deadline.
 
-A message merely waiting in a long queue also looks stuck past its deadline: re-enqueueing
-it makes a duplicate MESSAGE (never a duplicate effect: every stage is idempotent for its
-tracking id). The deadline (`journal_deadline_ms`, 300 s by default, from acceptance, and
-again from each re-enqueue) is far longer than a healthy pipeline takes end to end, so that
-is rare; a stage in a Celery retry chain pushes its own deadline past its next try (see
-StageTask.on_retry) and a parked message pushes it past its due time.
+A message merely waiting in a long queue (a stage pool that is down) also looks stuck past
+its deadline; so is one still running. Neither is copied: the sweep looks for the entry's
+task id in its stage's queue (`queued_task_ids`, one pass over each queue that has an
+overdue entry) and the claim looks for the running mark a worker sets when it starts the
+message (workers/stores/lua/delivery_count.lua); either only moves the deadline on. A
+re-enqueue notes one outstanding copy, and the delivery is counted only when a worker starts
+the copy, so a pool down for an hour drains its backlog with nothing dead-lettered: what
+waited counted nothing. At `max_deliveries` started deliveries with no progress the entry
+is dead-lettered (`stuck`). A message a worker has taken but not yet started (prefetched
+behind a running one) is in neither place and may be copied once; the copy costs a
+redundant message, never an effect (every stage is idempotent for its tracking id).
 
-Safe to run concurrently or twice (two beats by mistake, RELIABILITY.md P8): each entry is
-claimed by a compare-and-set on its deadline in Lua (workers/stores/lua/sweep_claim.lua), so only
-one sweep re-enqueues it. Bounded: at most `batch` entries a tick, oldest deadline first.
+Safe to run concurrently or twice: each entry is claimed by a compare-and-set on its
+deadline in Lua (workers/stores/lua/sweep_claim.lua), so only one sweep re-enqueues it; and
+a tick beat sent carries its leader's fencing token (workers/recovery/leader.py), which every
+claim checks, so a deposed beat's tick claims nothing. Bounded: at most `batch` entries a
+tick, oldest deadline first.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import redis
@@ -57,6 +64,9 @@ class SweepReport:
     closed: list[str] = field(default_factory=list)  # final entries still listed as open
     skipped: int = 0  # claimed by another sweep, or moved on since read
     released: int = 0  # parked messages re-enqueued
+    waiting: int = 0  # overdue, but a copy waits in its queue: deadline moved, not copied
+    running: int = 0  # overdue, but a worker runs it: deadline moved, not copied
+    fenced: int = 0  # claims refused: the tick's token is no longer the leader's
 
     @property
     def busy(self) -> bool:
@@ -141,6 +151,32 @@ class Overdue:
     deadline_ms: int  # as read: the claim succeeds only while it is still this
     state: str  # as read: the message was built from it
     plan: Plan
+    waiting: bool = False  # its message is in its stage's queue
+
+
+# A Celery message on kombu's Redis transport is JSON whose headers carry the task id.
+_TASK_ID = re.compile(rb'"id": ?"([^"]+)"')
+SCAN_CHUNK = 1000
+
+
+def queued_task_ids(client: redis.Redis, queue: str, wanted: set[str]) -> set[str]:
+    """Which of `wanted` task ids have a message waiting in `queue` (kombu's Redis list),
+    read in chunks from the head. Messages pushed meanwhile shift the list: some are read
+    twice, none skipped; one taken meanwhile by a worker is running (its own mark says so)."""
+    found: set[str] = set()
+    start = 0
+    while len(found) < len(wanted):
+        chunk: list[bytes] = client.lrange(queue, start, start + SCAN_CHUNK - 1)  # type: ignore[assignment]
+        if not chunk:
+            break
+        for raw in chunk:
+            m = _TASK_ID.search(raw)
+            if m is not None:
+                tid = m.group(1).decode()
+                if tid in wanted:
+                    found.add(tid)
+        start += SCAN_CHUNK
+    return found
 
 
 class Sweeper:
@@ -151,11 +187,13 @@ class Sweeper:
         deadline_ms: int = 300_000,
         max_deliveries: int = 5,
         batch: int = 500,
+        fence: int | None = None,
     ) -> None:
         self.r = client
         self.deadline_ms = deadline_ms
         self.max_deliveries = max_deliveries
         self.batch = batch
+        self.fence = fence  # the beat leader's token the claims check; None: unfenced
         self._claim = script(client, "sweep_claim")
 
     def sweep(self, app: Celery, *, now_ms: int) -> SweepReport:
@@ -186,7 +224,23 @@ class Sweeper:
                 else Plan(Queue.ENGAGEMENT, None)  # vanished: its claim unlists it
             )
             found.append(Overdue(tid, int(score), entry.get("state", ""), p))
-        return found
+        return self._mark_waiting(found)
+
+    def _mark_waiting(self, found: list[Overdue]) -> list[Overdue]:
+        """Mark the entries whose message is waiting in its stage's queue."""
+        by_queue: dict[Queue, set[str]] = {}
+        for o in found:
+            if o.plan.message is not None and not o.plan.give_up:
+                by_queue.setdefault(o.plan.queue, set()).add(task_id(o.tracking_id, o.plan.queue))
+        queued: set[str] = set()
+        for queue, wanted in by_queue.items():
+            queued |= queued_task_ids(self.r, queue.value, wanted)
+        if not queued:
+            return found
+        return [
+            replace(o, waiting=True) if task_id(o.tracking_id, o.plan.queue) in queued else o
+            for o in found
+        ]
 
     def apply(self, app: Celery, overdue: list[Overdue], *, now_ms: int) -> SweepReport:
         """Claim each entry (compare-and-set on the deadline read), then publish the
@@ -212,6 +266,8 @@ class Sweeper:
             keys.JOURNAL_FAILED,
             keys.DLQ,
             keys.dead_letter(task_id(o.tracking_id, o.plan.queue)),
+            keys.BEAT_EPOCH,
+            keys.running(o.tracking_id, o.plan.queue.value),
         ]
 
     def _claim_args(self, o: Overdue, *, now_ms: int) -> list[str | int]:
@@ -231,6 +287,9 @@ class Sweeper:
             p.give_up,
             p.error[:2000],
             p.close_as,
+            "" if self.fence is None else str(self.fence),
+            "1" if o.waiting else "0",
+            keys.copies_field(p.queue.value),
             *finals(),
         ]
 
@@ -244,7 +303,8 @@ class Sweeper:
             if self._publish(app, o.plan, tid):
                 report.requeued.append(tid_q)
                 log.warning(
-                    "re-enqueued %s: past its deadline in state %s (delivery %s)",
+                    "re-enqueued %s: past its deadline in state %s, neither queued nor "
+                    "running (%s deliveries started)",
                     tid_q,
                     o.state,
                     detail,
@@ -264,6 +324,12 @@ class Sweeper:
         elif verb == "closed":
             report.closed.append(tid)
             log.info("%s is final (%s); dropped from the open index", tid, detail)
+        elif verb == "waiting":
+            report.waiting += 1
+        elif verb == "running":
+            report.running += 1
+        elif verb == "fenced":
+            report.fenced += 1
         else:
             report.skipped += 1
 
@@ -287,12 +353,14 @@ def tick(
     deadline_ms: int,
     max_deliveries: int,
     batch: int,
+    fence: int | None = None,
 ) -> SweepReport:
-    """One beat tick: sweep the overdue journal entries, then release the due parked ones."""
+    """One beat tick: sweep the overdue journal entries, then release the due parked ones;
+    every write checked against `fence` (the beat leader's token) when there is one."""
     report = Sweeper(
-        client, deadline_ms=deadline_ms, max_deliveries=max_deliveries, batch=batch
+        client, deadline_ms=deadline_ms, max_deliveries=max_deliveries, batch=batch, fence=fence
     ).sweep(app, now_ms=now_ms)
-    report.released = release_due(client, app, now_ms=now_ms, batch=batch)
+    report.released = release_due(client, app, now_ms=now_ms, batch=batch, fence=fence)
     return report
 
 
@@ -303,7 +371,7 @@ class TickDeps(Protocol):
     redis: redis.Redis
 
 
-def run_tick(container: TickDeps, app: Celery) -> SweepReport:
+def run_tick(container: TickDeps, app: Celery, *, fence: int | None = None) -> SweepReport:
     """`tick` with a process's container and its settings (the beat task, embedded mode)."""
     s = container.settings
     report = tick(
@@ -313,6 +381,7 @@ def run_tick(container: TickDeps, app: Celery) -> SweepReport:
         deadline_ms=s.journal_deadline_ms,
         max_deliveries=s.max_deliveries,
         batch=s.sweep_batch,
+        fence=fence,
     )
     if report.busy:
         log.info(
@@ -322,5 +391,13 @@ def run_tick(container: TickDeps, app: Celery) -> SweepReport:
             len(report.vanished),
             len(report.closed),
             report.released,
+        )
+    if report.waiting or report.running or report.fenced:
+        log.info(
+            "sweep: %d overdue still queued, %d still running (deadlines moved, not copied), "
+            "%d claims fenced off",
+            report.waiting,
+            report.running,
+            report.fenced,
         )
     return report

@@ -1,5 +1,6 @@
 """The base of every stage task: late ack, retry only what is transient, write a give-up
-down, count a redelivery before the body runs, and the stage's container.
+down, write each start down (and count a redelivery) before the body runs, and the stage's
+container.
 
 A stage module declares its handler (plain code, no Celery: load, decide, persist, return the
 next message) and a task that validates its message, calls the handler and publishes what
@@ -38,7 +39,23 @@ class Deps(Protocol):
     def __call__(self) -> Container: ...
 
 
-RETRYABLE = (TransientError, OperationalError, redis.ConnectionError, redis.TimeoutError)
+# What a stage retries: its own transient errors, the broker's, and Redis's connection
+# errors, timeouts and `OOM command not allowed` (at `maxmemory` under `noeviction` a write
+# is refused until memory frees up: a wait, never a reason to give an entry up).
+RETRYABLE = (
+    TransientError,
+    OperationalError,
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
+)
+RETRY_BACKOFF_FACTOR_S = 2
+
+
+def retry_bound_s(retries: int) -> int:
+    """The longest Celery waits before retry number `retries` + 1 (exponential from
+    `RETRY_BACKOFF_FACTOR_S`, full jitter below it, capped at `RETRY_BACKOFF_MAX_S`)."""
+    return int(min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_FACTOR_S * 2 ** min(retries, 16)))
 
 
 def tracking_id_of(message: Any) -> str:
@@ -58,39 +75,44 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         return BY_TASK[Task(self.name)].queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # A redelivered message (kombu marks one it put back: a worker process that died on
-        # it, a visibility timeout, a shutdown) is counted BEFORE the body, which may kill
-        # the process again; a first delivery costs no round trip. At the cap the message is
-        # dead-lettered and this returns normally, so Celery acks it and stops. The count
-        # comes before the `before_claim` crash point too: a message that killed its process
-        # there, ahead of the count, would be requeued forever (RELIABILITY.md test 4).
+        # Every start is written down BEFORE the body, which may kill the process: the message
+        # is marked running (the sweeper never copies a message that is waiting or running),
+        # and a redelivery (kombu marks one it put back: a worker process that died on it, a
+        # visibility timeout, a shutdown) or a sweeper copy is counted; a message that only
+        # waited in its queue counts nothing. At the cap the message is dead-lettered and
+        # this returns normally, so Celery acks it and stops. The count comes before the
+        # `before_claim` crash point too: a message that killed its process there, ahead of
+        # the count, would be requeued forever (RELIABILITY.md test 4).
         message = args[0] if args else None
         tracking_id = tracking_id_of(message)
-        info = self.request.delivery_info
-        if (
-            info
-            and info.get("redelivered")
-            and tracking_id
-            and not self._admit_redelivery(tracking_id, message)
+        info = self.request.delivery_info or {}
+        if tracking_id and not self._admit_start(
+            tracking_id, message, redelivered=bool(info.get("redelivered"))
         ):
             return None
         crash_point(self.stage.value, "before_claim", tracking_id)
         return super().__call__(*args, **kwargs)
 
-    def _admit_redelivery(self, tracking_id: str, message: Any) -> bool:
-        """Count a redelivered message before its body runs; False when it must not run: it
-        reached the delivery cap (dead-lettered now) or was dead-lettered already."""
+    def _admit_start(self, tracking_id: str, message: Any, *, redelivered: bool) -> bool:
+        """Write a start down before its body runs; False when it must not run: it reached
+        the delivery cap (dead-lettered now) or was dead-lettered already."""
         stage = self.stage
         try:
-            delivery = self.deps().dead_letters.count_redelivery(
-                tracking_id, queue=stage, message=message, now_ms=now_ms()
+            container = self.deps()
+            delivery = container.dead_letters.start(
+                tracking_id,
+                queue=stage,
+                message=message,
+                now_ms=now_ms(),
+                redelivered=redelivered,
+                running_ms=(container.settings.task_time_limit_s + 15) * 1000,
             )
         except redis.RedisError as exc:  # the body meets the same Redis, and retries on it
-            log.warning("could not count the redelivery of %s: %s", tracking_id, exc)
+            log.warning("could not count the start of %s: %s", tracking_id, exc)
             return True
         if delivery.verb == "dead":
             log.error(
-                "dead-lettered %s at stage %s after %s deliveries (worker_lost_loop)",
+                "dead-lettered %s at stage %s after %s deliveries",
                 tracking_id,
                 stage.value,
                 delivery.deliveries,
@@ -133,13 +155,16 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
         # A message in a retry chain is alive, not lost: keep the sweeper off it until after
-        # its next try could have run (the backoff is capped at RETRY_BACKOFF_MAX_S).
+        # its next try could have run, and no longer: this retry's own backoff bound, not the
+        # cap. A retry held by a worker that then lost its connection (kombu keeps it in its
+        # unacked hash until the visibility timeout) is re-enqueued by the sweeper soon after.
         tracking_id = tracking_id_of(args[0] if args else None)
         if not tracking_id:
             return
         try:
             container = self.deps()
-            until = now_ms() + RETRY_BACKOFF_MAX_S * 1000 + container.settings.journal_deadline_ms
+            wait_s = retry_bound_s(int(self.request.retries or 0))
+            until = now_ms() + wait_s * 1000 + container.settings.journal_deadline_ms
             postpone(container.redis, tracking_id, until_ms=until)
         except Exception as exc2:  # best effort: at worst the sweeper sends a duplicate
             log.warning("could not postpone the deadline of %s: %s", tracking_id, exc2)
@@ -151,7 +176,7 @@ STAGE_TASK_OPTIONS: dict[str, Any] = {
     "bind": True,
     "acks_late": True,
     "autoretry_for": RETRYABLE,
-    "retry_backoff": 2,
+    "retry_backoff": RETRY_BACKOFF_FACTOR_S,
     "retry_backoff_max": RETRY_BACKOFF_MAX_S,
     "retry_jitter": True,
     "max_retries": STAGE_MAX_RETRIES,
@@ -184,14 +209,18 @@ def register_stage(
     return _register(app, stage.task, deps, body, STAGE_TASK_OPTIONS)
 
 
-def register_beat(app: Celery, task: Task, deps: Deps, run: Callable[[StageTask], None]) -> None:
-    """Register `run(task)` as the tick of one beat row of the stage table."""
+def register_beat(
+    app: Celery, task: Task, deps: Deps, run: Callable[[StageTask, int | None], None]
+) -> None:
+    """Register `run(task, fence)` as the tick of one beat row of the stage table: `fence` is
+    the fencing token of the beat leader that scheduled the tick (workers/recovery/leader.py),
+    None for a tick run in process (embedded mode, `apply()`)."""
     stage = BY_TASK[task]
     if not stage.beat:
         raise ValueError(f"{task.value} is a pipeline stage: register it with register_stage")
 
-    def body(self: StageTask) -> None:
-        run(self)
+    def body(self: StageTask, fence: int | None = None) -> None:
+        run(self, fence)
 
     _register(app, stage.task, deps, body, BEAT_TASK_OPTIONS)
 

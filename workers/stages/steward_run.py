@@ -19,10 +19,14 @@ are audited and the playbook, which the planner draws itself, is still used), ca
 The audit is written first (write-ahead), and with it the run's dispatches as pending; each
 is taken off once done. A run that dies in its dispatches leaves the rest pending, and the
 next run of the objective does them (each at most once by its id) before it plans again,
-so nothing admitted is lost and nothing is done twice. The run id is per (objective, sample
-decided on, what was decided): a later run on the same sample that decides something new
-(an escalation once its own item is in flight) is a new run id and is audited; one that
-decides the same is not written again.
+so nothing admitted is lost and nothing is done twice. A done dispatch's id is remembered
+(`StewardAudit.dispatched`) and handed to the planner: work closed since, or a handoff the
+journal has long forgotten, is not planned again on the same sample. An objective whose run
+fails (a Redis error, a bug) is `Skipped` with the error, and the tick goes on.
+
+The run id is per (objective, sample decided on, what was decided): a later run on the same
+sample that decides something new (an escalation once its own item is in flight) is a new
+run id and is audited; one that decides the same is not written again.
 
 The stage module of the steward's beat row: beat schedules `seatwire.steward.tick` on the
 `steward` queue every `SEATWIRE_STEWARD_INTERVAL_S`, and a steward worker runs one run over
@@ -35,12 +39,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import redis
 from celery import Celery
+from redis.client import Pipeline
 
 from contracts import WorkReport
 from contracts.backlog import BacklogEntry, BacklogRoute
@@ -48,16 +55,18 @@ from contracts.goals import Objective, Sample
 from contracts.messages import WorkEnvelope
 from contracts.steward import Dispatch, ObjectiveOutcome, ObjectiveProposals, RunPlan, RunTotals
 from contracts.work import BlockerKind
-from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS, gap_for
-from pipeline.goals.steward import plan_run
+from pipeline.goals.kpi import gap_for
+from pipeline.goals.steward import plan_run, possible_dispatch_ids
 from pipeline.money import budget_window
 from workers import clock
 from workers.broker import publish
 from workers.container import Container
 from workers.org import OrgSource
-from workers.outbound.proposer import Proposer
+from workers.outbound.proposer import CandidateProposer, Proposer
 from workers.queues import FIRST_TASK, Task, tracking_id_for
 from workers.recovery.faults import crash_point
+from workers.recovery.leader import admit_tick
+from workers.settings import Settings
 from workers.stages.base import Deps, StageTask, register_beat
 from workers.stores import keys
 from workers.stores.audit import StewardAudit
@@ -70,6 +79,8 @@ from workers.stores.samples import Samples
 from workers.stores.scripts import text
 
 TASK = Task.STEWARD  # this module's row of the stage table
+# A work report's bounds (contracts/work.py), which an engagement dispatch is clipped to.
+TITLE_MAX, SUMMARY_MAX, SCOPE_MAX, DETAIL_MAX = 500, 8000, 500, 2000
 
 log = logging.getLogger("seatwire.steward")
 
@@ -96,22 +107,43 @@ def run_id_for(outcome: ObjectiveOutcome) -> str:
     return "stwrun_" + hashlib.sha256(material.encode()).hexdigest()[:24]
 
 
+_PROPOSERS: dict[tuple[int, str | None, float], Proposer | None] = {}
+
+
+def proposer_for(settings: Settings) -> Proposer | None:
+    """This process's proposer client for the configured endpoint (None without one): one
+    per process and endpoint, kept across ticks rather than opened anew (and never closed)
+    each tick. Keyed by pid too: a forked pool process builds its own."""
+    key = (os.getpid(), settings.proposer_url, settings.proposer_timeout_s)
+    if key not in _PROPOSERS:
+        _PROPOSERS[key] = Proposer.from_settings(settings)
+    return _PROPOSERS[key]
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` within `limit` characters, an ellipsis marking what was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def work_report_of(dispatch: Dispatch) -> WorkReport:
-    """An engagement dispatch as the steward seat's blocked work, naming the target."""
+    """An engagement dispatch as the steward seat's blocked work, naming the target. A work
+    report bounds its fields (a title of 500 characters, say) where a candidate's title or an
+    objective key has no bound, so they are clipped to fit: a long title never makes the
+    dispatch impossible."""
     return WorkReport.model_validate(
         {
             "id": dispatch.id,
             "revision": 1,
-            "title": dispatch.title,
-            "summary": dispatch.reason,
-            "scope": dispatch.objective_key,
+            "title": clipped(dispatch.title, TITLE_MAX),
+            "summary": clipped(dispatch.reason, SUMMARY_MAX),
+            "scope": clipped(dispatch.objective_key, SCOPE_MAX),
             "state": "blocked",
             "selfServeExhausted": True,
             "blocker": {
                 "kind": BLOCKER_KIND[dispatch.route],
                 "ownerId": dispatch.target_id,
-                "scope": dispatch.title,
-                "detail": dispatch.reason,
+                "scope": clipped(dispatch.title, SCOPE_MAX),
+                "detail": clipped(dispatch.reason, DETAIL_MAX),
             },
         }
     )
@@ -135,6 +167,7 @@ class StewardResult:
     skipped: tuple[Skipped, ...] = ()
     dispatched: Mapping[str, str] = field(default_factory=dict)
     audited: int = 0
+    pending: tuple[Dispatch, ...] = ()  # a preview's: what a real run would finish first
 
 
 @dataclass
@@ -150,7 +183,7 @@ class StewardRun:
     claims: Claims
     app: Celery
     claim_lease_ms: int = 86_400_000
-    proposer: Proposer | None = None
+    proposer: CandidateProposer | None = None
     lease_ms: int = LEASE_MS
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
 
@@ -171,7 +204,7 @@ class StewardRun:
             claims=c.claims,
             app=celery,
             claim_lease_ms=c.settings.claim_lease_ms,
-            proposer=Proposer.from_settings(c.settings),
+            proposer=proposer_for(c.settings),
             lease_ms=c.settings.steward_lease_ms,
         )
 
@@ -187,15 +220,13 @@ class StewardRun:
                 skipped.append(Skipped(obj.key, "another steward run holds its lease"))
                 continue
             try:
-                # What a run that died part-way planned and did not do is done first: the
-                # plan is written ahead, so nothing it admitted is lost.
-                for d in self.audit.pending(obj.key):
-                    dispatched[d.id] = self._carry_out(d, now_ms)
-                outcome, written = self._plan_and_audit(obj, now_ms)
-                crash_point("steward", "after_audit", obj.key)
-                for d in outcome.dispatches:
-                    dispatched[d.id] = self._carry_out(d, now_ms)
-                    crash_point("steward", "after_dispatch", f"{obj.key}:{d.id}")
+                outcome, written = self._run_one(obj, token, now_ms, dispatched)
+            except Exception as exc:
+                # Written down, never silent; the objective's next run finishes what its
+                # audit left pending. The other objectives of this tick still run.
+                log.exception("steward run of %s failed", obj.key)
+                skipped.append(Skipped(obj.key, f"its run failed: {type(exc).__name__}: {exc}"))
+                continue
             finally:
                 self._release(obj.key, token)
             outcomes.append(outcome)
@@ -203,15 +234,34 @@ class StewardRun:
         plan = RunPlan(now_ms=now_ms, outcomes=tuple(outcomes), totals=RunTotals.of(outcomes))
         return StewardResult(plan, tuple(skipped), dispatched, audited)
 
-    # ------------------------------------------------------------------ one objective
+    def _run_one(
+        self, obj: Objective, token: str, now_ms: int, dispatched: dict[str, str]
+    ) -> tuple[ObjectiveOutcome, int]:
+        """One objective under its lease: what a run that died part-way planned and did not
+        do first (the plan is written ahead, so nothing it admitted is lost), then its plan,
+        audit and dispatches."""
+        started = time.monotonic()
+        for d in self.audit.pending(obj.key):
+            dispatched[d.id] = self._carry_out(d, now_ms)
+        outcome, written = self._plan_and_audit(obj, now_ms)
+        crash_point("steward", "after_audit", obj.key)
+        if outcome.dispatches and time.monotonic() - started > self.lease_ms / 3000:
+            self._renew(obj.key, token)  # a slow proposer: keep the lease for the dispatches
+        for d in outcome.dispatches:
+            dispatched[d.id] = self._carry_out(d, now_ms)
+            crash_point("steward", "after_dispatch", f"{obj.key}:{d.id}")
+        return outcome, written
 
     def preview(self, objective_key: str | None = None, *, now_ms: int) -> StewardResult:
         """What a run would decide now, planned from the same inputs, and nothing written: no
-        lease, no audit, no dispatch (`seatwire steward run --dry-run`)."""
+        lease, no audit, no dispatch (`seatwire steward run --dry-run`). The dispatches a run
+        that died part-way left pending are listed (`pending`): a real run does them first,
+        and then plans with them done, which this preview cannot show without doing them."""
         objectives, skipped = self._objectives(objective_key)
         outcomes = [self._plan(obj, now_ms) for obj in objectives]
+        pending = tuple(d for obj in objectives for d in self.audit.pending(obj.key))
         plan = RunPlan(now_ms=now_ms, outcomes=tuple(outcomes), totals=RunTotals.of(outcomes))
-        return StewardResult(plan, tuple(skipped))
+        return StewardResult(plan, tuple(skipped), pending=pending)
 
     def _objectives(self, objective_key: str | None) -> tuple[list[Objective], list[Skipped]]:
         view, _degraded = self.org.current()
@@ -227,8 +277,7 @@ class StewardRun:
     def _plan(self, obj: Objective, now_ms: int) -> ObjectiveOutcome:
         """Load the objective's inputs (samples over the trend's lookback, the steward seat's
         open items for it, spend over its budget window, a proposer's candidates) and plan it."""
-        lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[obj.cadence]
-        samples: list[Sample] = self.samples.for_gap(obj.key, lookback)
+        samples: list[Sample] = self.samples.for_objective(obj)
         seat = obj.steward_seat
         entries = self.backlog.open_items(seat, obj.key) if seat else []
         items = [e.as_item() for e in entries]
@@ -239,8 +288,17 @@ class StewardRun:
             gap = gap_for(obj, samples, now_ms)
             proposals[obj.key] = self.proposer.propose(obj, gap, now_ms=now_ms)
         overrides = self.overrides.active(obj.key)
+        possible = possible_dispatch_ids(obj, samples, proposals.get(obj.key))
+        done = self.audit.dispatched(obj.key, possible)
         plan = plan_run(
-            [obj], {obj.key: samples}, items, spend, now_ms, proposals, overrides=overrides
+            [obj],
+            {obj.key: samples},
+            items,
+            spend,
+            now_ms,
+            proposals,
+            overrides=overrides,
+            dispatched=done,
         )
         return plan.outcomes[0]
 
@@ -259,7 +317,7 @@ class StewardRun:
         status = self._dispatch(d, now_ms)
         if d.override is not None:
             self.overrides.consume(d.objective_key, d.override.candidate_key, d.id, now_ms=now_ms)
-        self.audit.done(d)
+        self.audit.done(d, now_ms=now_ms)
         return status
 
     def _dispatch(self, d: Dispatch, now_ms: int) -> str:
@@ -276,6 +334,7 @@ class StewardRun:
             review=d.review,
             claim=d.claim,
             candidate=d.candidate,
+            for_member_id=d.target_id,
         )
         added = self.backlog.add(entry).status
         if d.claim is None:
@@ -329,10 +388,22 @@ class StewardRun:
         taken = self.client.set(keys.steward_lease(objective_key), token, nx=True, px=self.lease_ms)
         return token if taken else None
 
+    def _renew(self, objective_key: str, token: str) -> None:
+        """Extend the lease while it is still ours; one that lapsed and was taken over is
+        left alone (the dispatch ids keep the work single)."""
+        self._while_ours(objective_key, token, lambda pipe, key: pipe.pexpire(key, self.lease_ms))
+
     def _release(self, objective_key: str, token: str) -> None:
-        """Delete the lease only while it is still ours (compare-and-delete under WATCH; no
-        Lua, which lives in the scripts registry only). A lease that lapsed and was taken
+        """Delete the lease only while it is still ours. A lease that lapsed and was taken
         over is left to its new holder; if Redis fails here the lease simply expires."""
+        self._while_ours(objective_key, token, lambda pipe, key: pipe.delete(key))
+
+    def _while_ours(
+        self, objective_key: str, token: str, change: Callable[[Pipeline, str], object]
+    ) -> None:
+        """`change` the lease in one MULTI if it still holds `token` (compare-and-set under
+        WATCH; no Lua, which lives in the scripts registry only); else, or if it changed hands
+        meanwhile (WatchError) or Redis failed, nothing."""
         key = keys.steward_lease(objective_key)
         with self.client.pipeline() as pipe:
             try:
@@ -341,15 +412,22 @@ class StewardRun:
                 if held is None or text(held) != token:
                     return
                 pipe.multi()
-                pipe.delete(key)
+                change(pipe, key)
                 pipe.execute()
             except redis.RedisError:
-                return  # it changed hands meanwhile (WatchError), or Redis failed: it expires
+                return
 
 
 def register(app: Celery, deps: Deps) -> None:
-    def tick(task: StageTask) -> None:
+    def tick(task: StageTask, fence: int | None) -> None:
         c = task.deps()
+        # A tick from a deposed beat leader (its fencing token is not the current one) does
+        # nothing; the run's own writes are not fenced further (each objective's run lease
+        # and the dispatch ids keep two runs at once safe, as above).
+        refused = admit_tick(c.redis, fence, in_process=bool(task.request.is_eager))
+        if refused:
+            log.warning("steward tick refused: %s", refused)
+            return
         result = StewardRun.of(c, app)(now_ms=clock.now_ms())
         totals = result.plan.totals
         log.info(

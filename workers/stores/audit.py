@@ -15,7 +15,10 @@ run takes to be retried; after that the same id would be written again.
 A run's planned dispatches are written in the same MULTI (`keys.steward_pending`, one hash
 per objective) and each is taken out once done: a run that dies part-way leaves the rest
 there, and the next run of the objective finishes them before it plans again (planning anew
-would see the half-done run's own items as work in flight and refuse the rest).
+would see the half-done run's own items as work in flight and refuse the rest). A done
+dispatch's id is remembered (`keys.steward_dispatched`), and a run is told which of its
+possible ids were carried out: closed work or a handoff is never planned again on the same
+sample, and never holds a place under the per-run cap.
 
 `LAST` holds each objective's latest gap decision, written in the same MULTI as its run, so
 `last_decisions` is one read whatever the audit's length. `rejected_titles` reads the titles
@@ -33,6 +36,7 @@ from typing import Any, cast
 import redis
 from redis.client import Pipeline
 
+from contracts.goals import Gate
 from contracts.steward import AuditEntry, Dispatch
 from workers.stores import keys
 from workers.stores.scripts import text
@@ -40,6 +44,9 @@ from workers.stores.scripts import text
 MAX_GLOBAL = 100_000
 MAX_PER_OBJECTIVE = 10_000
 RUN_MEMORY_MS = 30 * 86_400_000
+# A sample decides for at most two cadence periods (then it is stale: drift), 60 days at the
+# longest; a carried-out dispatch id is remembered a little longer than that.
+DISPATCHED_MEMORY_MS = 62 * 86_400_000
 REJECTED_SCAN = 1_000  # how many of an objective's newest lines `rejected_titles` reads
 # The run ids already written, under the audit's own prefix; an objective key never starts
 # with ':', so no objective's stream can be this key (`record` refuses one that does).
@@ -131,9 +138,22 @@ class StewardAudit:
         raw = cast(dict[Any, Any], self.r.hgetall(keys.steward_pending(objective)))
         return sorted((Dispatch.model_validate_json(v) for v in raw.values()), key=lambda d: d.id)
 
-    def done(self, dispatch: Dispatch) -> None:
-        """One planned dispatch is done: it is no longer pending."""
-        self.r.hdel(keys.steward_pending(dispatch.objective_key), dispatch.id)
+    def done(self, dispatch: Dispatch, *, now_ms: int) -> None:
+        """One planned dispatch is done: no longer pending, and remembered as carried out
+        (for `DISPATCHED_MEMORY_MS`), so no later run plans it again; one round trip."""
+        done = keys.steward_dispatched(dispatch.objective_key)
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.hdel(keys.steward_pending(dispatch.objective_key), dispatch.id)
+            pipe.zadd(done, {dispatch.id: now_ms})
+            pipe.zremrangebyscore(done, "-inf", f"({now_ms - DISPATCHED_MEMORY_MS}")
+            pipe.execute()
+
+    def dispatched(self, objective: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the objective's runs have carried out; one round trip."""
+        if not ids:
+            return set()
+        scores = self.r.zmscore(keys.steward_dispatched(objective), list(ids))
+        return {i for i, score in zip(ids, scores, strict=True) if score is not None}
 
     def last_decisions(self, objectives: Sequence[str]) -> dict[str, AuditRecord]:
         """The latest gap decision of each objective that has one; one round trip."""
@@ -145,6 +165,16 @@ class StewardAudit:
                 data = json.loads(raw)
                 entry = AuditEntry.model_validate(data["entry"])
                 found[key] = AuditRecord(data["runId"], int(data["atMs"]), entry)
+        return found
+
+    def last_gates(self, objective: str, scan: int = REJECTED_SCAN) -> dict[str, Gate | None]:
+        """Per candidate key among the objective's newest `scan` lines, the gate its newest
+        line refused it at (None when that line was no gate's refusal)."""
+        found: dict[str, Gate | None] = {}
+        for record in self.read(objective, scan):
+            entry = record.entry
+            if entry.kind == "candidate" and entry.candidate_key:
+                found.setdefault(entry.candidate_key, entry.gate)
         return found
 
     def rejected_titles(self, objective: str, scan: int = REJECTED_SCAN) -> list[str]:

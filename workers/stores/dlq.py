@@ -4,10 +4,13 @@ Redis has no dead-letter exchange (`Reject(requeue=False)` on Redis deletes the 
 `task_reject_on_worker_lost` requeues a message that kills its process forever (celery#9082).
 So the cap and the queue are Seatwire's own (RELIABILITY.md design implications 5 and 6):
 
-- A stage message is dead-lettered after `max_deliveries` deliveries (`worker_lost_loop`:
-  kombu marks a message it puts back `redelivered`, and only those are counted, before the
-  body runs), after as many sweeper re-enqueues (`stuck`), when its retries run out
-  (`max_retries`) or at once on a permanent error (`permanent:<error type>`).
+- A stage message is dead-lettered after `max_deliveries` deliveries that a worker STARTED
+  (`worker_lost_loop`: kombu marks a message it puts back `redelivered`; `stuck`: a sweeper
+  copy), counted before the body runs; a message that only waited in its queue, however
+  long, counts nothing (so an outage of a stage pool dead-letters nothing). Also when its
+  retries run out (`max_retries`) or at once on a permanent error (`permanent:<error type>`).
+- Every start marks the message running (`keys.running`, for the task time limit): the
+  sweeper copies no message that is waiting in its queue or running.
 - A letter is a hash (`keys.dead_letter(id)`) listed in a sorted set by time (`keys.DLQ`),
   not a stream: its id is the message's task id (`{trackingId}:{stage}`), so a give-up
   written twice (a re-sent script, a sweep racing the stage) is one letter, a replay removes
@@ -32,6 +35,9 @@ from workers.stores.scripts import script, text
 
 COUNTER_TTL_MS = 7 * 86_400_000  # a delivery counter outlives any retry chain of its message
 TOMBSTONE_TTL_MS = 7 * 86_400_000  # how long a replayed letter answers "already replayed"
+# How long a started message counts as running when the caller does not say (its task time
+# limit, 60 s by default, and a margin): the sweeper copies it only after that.
+RUNNING_MS = 75_000
 # The state a replayed entry returns to when it does not remember its own (an entry failed by
 # an older release's `journal.fail`): the state its stage's message is re-enqueued from by the
 # sweeper.
@@ -126,6 +132,21 @@ class DeadLetters:
         self, tracking_id: str, *, queue: Queue, message: Any, now_ms: int
     ) -> Delivery:
         """Count a redelivered message before its body runs; at the cap, dead-letter it."""
+        return self.start(tracking_id, queue=queue, message=message, now_ms=now_ms)
+
+    def start(
+        self,
+        tracking_id: str,
+        *,
+        queue: Queue,
+        message: Any,
+        now_ms: int,
+        redelivered: bool = True,
+        running_ms: int = RUNNING_MS,
+    ) -> Delivery:
+        """A worker starts a stage's message: mark it running for `running_ms`, and count it
+        when it is a redelivery (kombu's `redelivered`, or a sweeper copy); at the cap,
+        dead-letter it instead."""
         dlq_id = task_id(tracking_id, queue)
         verb, n = self._count(
             keys=[
@@ -135,6 +156,7 @@ class DeadLetters:
                 keys.JOURNAL_FAILED,
                 keys.DLQ,
                 keys.dead_letter(dlq_id),
+                keys.running(tracking_id, queue.value),
             ],
             args=[
                 queue.value,
@@ -148,6 +170,11 @@ class DeadLetters:
                 f"redelivered {self.max_deliveries} times without finishing: its worker "
                 "process died (or was lost) on it each time",
                 ",".join(STAGE_OWNS[queue.value]),
+                "1" if redelivered else "0",
+                keys.copies_field(queue.value),
+                running_ms,
+                f"re-enqueued by the sweeper and started {self.max_deliveries} times without "
+                "its entry moving on",
                 *finals(),
             ],
         )

@@ -17,6 +17,12 @@ OP_PREFIX = f"{PREFIX}g:op:"
 DLQ = f"{PREFIX}dlq"  # zset dlqId -> dead-lettered at ms; each one's record is dead_letter(id)
 PARKED = f"{PREFIX}park"  # zset taskId -> due ms, stage messages waiting to be re-enqueued
 PARKED_MESSAGES = f"{PREFIX}park:msg"  # hash taskId -> the parked message and why (JSON)
+# Beat's leader lease (workers/recovery/leader.py): the hash of the holder, its fencing
+# token, since and until when; the counter every election increments (the fencing token a
+# beat-driven write compares with); a capped stream of elections (holder, token, atMs).
+BEAT_LEADER = f"{PREFIX}beat:leader"
+BEAT_EPOCH = f"{PREFIX}beat:epoch"
+BEAT_TERMS = f"{PREFIX}beat:terms"
 
 
 def journal(tracking_id: str) -> str:
@@ -24,9 +30,21 @@ def journal(tracking_id: str) -> str:
 
 
 def deliveries(tracking_id: str) -> str:
-    """How often each stage's message of one entry was delivered (hash stage -> count);
-    written only on a redelivery or a sweeper re-enqueue, the first delivery is implied."""
+    """How often each stage's message of one entry was STARTED by a worker (hash stage ->
+    count), and how many sweeper copies of it are still to start (`copies_field`); a count is
+    written only when a redelivery or a sweeper copy starts, the first delivery is implied."""
     return f"{PREFIX}j:{tracking_id}:dlv"
+
+
+def copies_field(stage: str) -> str:
+    """The field of `deliveries` counting a stage's sweeper copies not yet started."""
+    return f"{stage}:copies"
+
+
+def running(tracking_id: str, stage: str) -> str:
+    """Set (with a TTL of the task time limit) while a worker runs a stage's message of one
+    entry: the sweeper never re-enqueues a message that is running."""
+    return f"{PREFIX}j:{tracking_id}:run:{stage}"
 
 
 def dead_letter(dlq_id: str) -> str:
@@ -167,6 +185,12 @@ def steward_pending(objective_key: str) -> str:
     return f"{PREFIX}steward:pending:{objective_key}"
 
 
+def steward_dispatched(objective_key: str) -> str:
+    """Zset of one objective's dispatch ids carried out, scored by when (ms); kept long
+    enough that a sample still deciding never has its work planned again."""
+    return f"{PREFIX}steward:done:{objective_key}"
+
+
 def steward_overrides(objective_key: str) -> str:
     """Hash of one objective's operator overrides: candidate key -> the override JSON."""
     return f"{PREFIX}steward:override:{objective_key}"
@@ -180,3 +204,8 @@ def claim(item_id: str) -> str:
 def claim_history(item_id: str) -> str:
     """Stream of one claim's takes, renewals, takeovers and releases, oldest first."""
     return f"{PREFIX}claim:{item_id}:log"
+
+
+# The ingress's per-source rate limit (workers/ingress/ratelimit.py): zset source -> its
+# bucket's theoretical arrival time (us); members in the past are pruned on every take.
+RATE_LIMIT = f"{PREFIX}rl:tat"

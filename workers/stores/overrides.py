@@ -30,6 +30,7 @@ from typing import Any, cast
 
 import redis
 
+from contracts.goals import Gate
 from contracts.steward import Override, OverrideRequest
 from pipeline.goals.overrides import (
     OverrideRefusal,
@@ -72,11 +73,18 @@ class Overrides:
         req = OverrideRequest.model_validate(request)
         objective = view.objective(req.objective)
         rejected: list[str] = []
+        last: dict[str, Gate | None] = {}
         if objective is not None and objective.is_active:
-            rejected = StewardAudit(self.r).rejected_titles(objective.key)
+            audit = StewardAudit(self.r)
+            rejected, last = audit.rejected_titles(objective.key), audit.last_gates(objective.key)
         member_ids = {m.id for m in view.org.members}
         checked = check_override(
-            req, objective, member_ids=member_ids, rejected_titles=rejected, now_ms=now_ms
+            req,
+            objective,
+            member_ids=member_ids,
+            rejected_titles=rejected,
+            now_ms=now_ms,
+            last_gates=last,
         )
         if isinstance(checked, OverrideRefusal):
             raise OverrideRefused(checked)

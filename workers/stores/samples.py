@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import redis
 
-from contracts.goals import Sample
+from contracts.goals import Objective, Sample
+from pipeline.goals.kpi import CADENCE_PERIOD_MS, TREND_LOOKBACK_PERIODS
 from workers.stores import keys
 from workers.stores.scripts import script, text
 
@@ -61,6 +62,12 @@ class Samples:
     def newest(self, objective_key: str, limit: int) -> list[Sample]:
         """Up to `limit` samples, newest first."""
         return _decoded(self.r.zrevrange(keys.objective_samples(objective_key), 0, limit - 1))
+
+    def for_objective(self, objective: Objective) -> list[Sample]:
+        """What `gap_for(objective, ...)` reads: `for_gap` over its trend's lookback (two
+        cadence periods)."""
+        lookback = TREND_LOOKBACK_PERIODS * CADENCE_PERIOD_MS[objective.cadence]
+        return self.for_gap(objective.key, lookback)
 
     def for_gap(self, objective_key: str, lookback_ms: int) -> list[Sample]:
         """All that `gap_for` reads, oldest first: the latest sample and the nearest one at or
