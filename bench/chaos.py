@@ -334,9 +334,10 @@ def fleet_env(server: RedisServer, workdir: Path, **extra: str) -> dict[str, str
         "SEATWIRE_SWEEP_INTERVAL_S": "1",
         "SEATWIRE_JOURNAL_DEADLINE_MS": "8000",
         # The send lease is the task time limit + 10 s: a send whose worker lost Redis while
-        # `sending` is in doubt until then, and only then reconciled and finished. 10 s keeps
-        # that inside a fault test's settling time (the tasks take milliseconds).
-        "SEATWIRE_TASK_TIME_LIMIT_S": "10",
+        # `sending` is in doubt until then, and only then reconciled and finished. 20 s keeps
+        # that inside a fault test's settling time (the tasks take milliseconds) and leaves
+        # the soft limit (15 s less) at 5 s, well above a stage riding out a Redis stall.
+        "SEATWIRE_TASK_TIME_LIMIT_S": "20",
         "SEATWIRE_LIMITS__PER_TARGET_PER_DAY": str(PER_TARGET_PER_DAY),
         "SEATWIRE_LIMITS__PER_SEAT_PER_HOUR": "1000000",
         "SEATWIRE_LIMITS__PER_WORK_PER_DAY": "1000000",

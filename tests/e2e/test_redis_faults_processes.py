@@ -64,7 +64,9 @@ def test_8_kill_9_of_redis_under_load_loses_nothing_answered_2xx(
         restarted = time.monotonic()
         sender.join()
         load.stop()
-        states = settle(server, load, timeout=45)
+        # A send caught `sending` when Redis died is in doubt until its lease lapses (the
+        # task time limit + 10 s: 30 s here), then reconciled and finished: settle past it.
+        states = settle(server, load, timeout=90)
         fig = figures(server, f, load, states)
     fig["acked_missing_after_restart"] = lost_at_restart
     fig["settled_s_after_last_restart"] = round(time.monotonic() - restarted, 1)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, cast
 import redis
 from celery import Celery
 from celery import Task as CeleryTask
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 from kombu.exceptions import OperationalError
 
@@ -39,15 +40,18 @@ class Deps(Protocol):
     def __call__(self) -> Container: ...
 
 
-# What a stage retries: its own transient errors, the broker's, and Redis's connection
-# errors, timeouts and `OOM command not allowed` (at `maxmemory` under `noeviction` a write
-# is refused until memory frees up: a wait, never a reason to give an entry up).
+# What a stage retries: its own transient errors, the broker's, Redis's connection errors,
+# timeouts and `OOM command not allowed` (at `maxmemory` under `noeviction` a write is
+# refused until memory frees up: a wait, never a reason to give an entry up), and its soft
+# time limit (a try that ran long, riding out a stalled Redis say, is tried again within the
+# retry budget rather than given up at once; each stage is idempotent per tracking id).
 RETRYABLE = (
     TransientError,
     OperationalError,
     redis.ConnectionError,
     redis.TimeoutError,
     redis.exceptions.OutOfMemoryError,
+    SoftTimeLimitExceeded,
 )
 RETRY_BACKOFF_FACTOR_S = 2
 
