@@ -29,6 +29,7 @@ from workers.container import Container
 from workers.errors import TransientError
 from workers.queues import BY_TASK, Queue, Task
 from workers.recovery.faults import crash_point
+from workers.recovery.leader import admit_tick
 from workers.stores.journal import postpone
 
 log = logging.getLogger("seatwire.tasks")
@@ -218,12 +219,18 @@ def register_beat(
 ) -> None:
     """Register `run(task, fence)` as the tick of one beat row of the stage table: `fence` is
     the fencing token of the beat leader that scheduled the tick (workers/recovery/leader.py),
-    None for a tick run in process (embedded mode, `apply()`)."""
+    None for a tick run in process (embedded mode, `apply()`). A tick from a deposed leader
+    (its token not the current one) is refused here, for every beat row alike, and logged;
+    `run` only sees admitted ticks."""
     stage = BY_TASK[task]
     if not stage.beat:
         raise ValueError(f"{task.value} is a pipeline stage: register it with register_stage")
 
     def body(self: StageTask, fence: int | None = None) -> None:
+        refused = admit_tick(self.deps().redis, fence, in_process=bool(self.request.is_eager))
+        if refused:
+            log.warning("%s tick refused: %s", task.value, refused)
+            return
         run(self, fence)
 
     _register(app, stage.task, deps, body, BEAT_TASK_OPTIONS)

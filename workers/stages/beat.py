@@ -7,27 +7,17 @@ lot's take check the token again as they write."""
 
 from __future__ import annotations
 
-import logging
-
 from celery import Celery
 
 from workers.queues import Task
-from workers.recovery.leader import admit_tick
 from workers.recovery.sweeper import run_tick
 from workers.stages.base import Deps, StageTask, register_beat
 
 TASK = Task.SWEEP  # this module's row of the stage table
 
-log = logging.getLogger("seatwire.sweeper")
-
 
 def register(app: Celery, deps: Deps) -> None:
     def sweep(task: StageTask, fence: int | None) -> None:
-        c = task.deps()
-        refused = admit_tick(c.redis, fence, in_process=bool(task.request.is_eager))
-        if refused:
-            log.warning("sweep tick refused: %s", refused)
-            return
-        run_tick(c, app, fence=fence)
+        run_tick(task.deps(), app, fence=fence)
 
     register_beat(app, TASK, deps, sweep)

@@ -65,7 +65,6 @@ from workers.org import OrgSource
 from workers.outbound.proposer import CandidateProposer, Proposer
 from workers.queues import FIRST_TASK, Task, tracking_id_for
 from workers.recovery.faults import crash_point
-from workers.recovery.leader import admit_tick
 from workers.settings import Settings
 from workers.stages.base import Deps, StageTask, register_beat
 from workers.stores import keys
@@ -420,15 +419,10 @@ class StewardRun:
 
 def register(app: Celery, deps: Deps) -> None:
     def tick(task: StageTask, fence: int | None) -> None:
-        c = task.deps()
-        # A tick from a deposed beat leader (its fencing token is not the current one) does
-        # nothing; the run's own writes are not fenced further (each objective's run lease
-        # and the dispatch ids keep two runs at once safe, as above).
-        refused = admit_tick(c.redis, fence, in_process=bool(task.request.is_eager))
-        if refused:
-            log.warning("steward tick refused: %s", refused)
-            return
-        result = StewardRun.of(c, app)(now_ms=clock.now_ms())
+        # A deposed leader's tick never gets here (register_beat refuses it); the run's own
+        # writes are not fenced further: each objective's run lease and the dispatch ids keep
+        # two runs at once safe, as above.
+        result = StewardRun.of(task.deps(), app)(now_ms=clock.now_ms())
         totals = result.plan.totals
         log.info(
             "steward tick: %d objectives run, %d skipped, %d admitted, %d rejected, "
