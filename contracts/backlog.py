@@ -17,6 +17,7 @@ from pydantic import Field, StrictInt, field_validator
 
 from contracts._base import Wire
 from contracts.goals import WorkCandidate
+from contracts.journal import ClaimTakeVerb
 from contracts.steward import BacklogItem, BacklogState, Claim, ReviewRequirement
 
 BacklogRoute = Literal["SELF", "COLLABORATE", "NEEDS_REVIEW", "drift"]
@@ -80,16 +81,7 @@ class BacklogEntry(Wire):
 
 # --------------------------------------------------------------------- claims
 
-# `Claims.take`: only `held` and `not_open` write nothing.
-ClaimTakeVerb = Literal[
-    "taken",  # nobody held it: the caller does now
-    "renewed",  # the caller held it already: its lease is extended
-    "held",  # another seat holds an unlapsed lease: nothing written
-    "takeover",  # the holder's lease lapsed: the caller holds it now, and that is recorded
-    "not_open",  # the item is not open on its owner's backlog: nothing written
-]
-# `Claims.release` and `Claims.close`: only `released` writes.
-ClaimReleaseVerb = Literal["released", "not_holder", "none"]
+# `Claims.take` and `Claims.release` answer their scripts' verbs (contracts/journal.py).
 # What a claim's history records, one event per write.
 ClaimEventKind = Literal["taken", "renewed", "takeover", "released"]
 

@@ -30,14 +30,8 @@ from typing import cast
 
 import redis
 
-from contracts.backlog import (
-    ClaimEvent,
-    ClaimEventKind,
-    ClaimReleaseVerb,
-    ClaimResult,
-    ClaimState,
-    ClaimTakeVerb,
-)
+from contracts.backlog import ClaimEvent, ClaimEventKind, ClaimResult, ClaimState
+from contracts.journal import ClaimReleaseVerb, ClaimTakeVerb
 from workers.stores import keys
 from workers.stores.scripts import script, text
 
