@@ -8,11 +8,13 @@ start, not quietly change who gets asked.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from contracts._base import StrictWire
 from contracts.goals import Objective
+from contracts.money import Enforcement
 
 ENGAGEABLE_STATUSES = frozenset({"active", "online", "busy"})
 
@@ -58,12 +60,73 @@ class Channel(StrictWire):
         return value.upper() if isinstance(value, str) else value
 
 
-class LauncherSpec(StrictWire):
-    """How a seat's turn is launched (section 10). `noop` is the embedded default."""
+class NoopLauncher(StrictWire):
+    """The embedded default: the turn is recorded `ok` at once, and the inbox items it was
+    handed are acknowledged on the seat's behalf (it stands in for an agent that read them)."""
 
-    kind: str = "noop"
-    command: tuple[str, ...] = ()
-    url: str | None = None
+    kind: Literal["noop"] = "noop"
+
+
+class HttpLauncher(StrictWire):
+    """POST the turn to an agent runtime; its outcome comes in the reply, or later at
+    `POST /v1/seats/{seat}/turns/{turn}/outcome` (a 202 reply)."""
+
+    kind: Literal["http"]
+    url: str = Field(pattern=r"^https?://", max_length=2000)
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    token_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="the environment variable holding a bearer token for the runtime",
+    )
+
+
+SessionMode = Literal["session-id", "resume"]
+DEFAULT_SESSION_ARGS: dict[SessionMode, tuple[str, ...]] = {
+    "session-id": ("--session-id", "{sessionId}"),
+    "resume": ("--resume", "{sessionId}"),
+}
+
+
+class CommandLauncher(StrictWire):
+    """Run an agent CLI as a subprocess (never through a shell). `argv` and `sessionArgs`
+    may hold `{sessionId}`, `{seatId}`, `{turnId}` and `{reason}`; the turn's brief (JSON) is
+    written to its stdin. `sessionArgs` says how the CLI is told to start a conversation with
+    a given id (`session-id`) and to resume one (`resume`); empty, the CLI keeps no session."""
+
+    kind: Literal["command"]
+    argv: tuple[str, ...] = Field(min_length=1)
+    session_args: dict[SessionMode, tuple[str, ...]] = Field(
+        default_factory=lambda: dict(DEFAULT_SESSION_ARGS)
+    )
+    output: Literal["claude", "codex", "text"] = "text"
+    time_limit_s: float = Field(default=900.0, gt=0, le=86_400)
+    cwd: str | None = None
+    home_dir: str | None = Field(
+        default=None, description="where the CLI keeps its transcripts (default: $HOME)"
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    # What the CLI's reported cost is: `on` only when it is money actually charged (API
+    # billing); a subscription's estimate is `shadow`, recorded and never counted as spend.
+    cost_enforcement: Enforcement = "shadow"
+
+    @property
+    def keeps_sessions(self) -> bool:
+        return bool(self.session_args)
+
+
+LauncherSpec = Annotated[NoopLauncher | HttpLauncher | CommandLauncher, Field(discriminator="kind")]
+
+
+class ControllerOptions(StrictWire):
+    """The seat's work-controller options (seed 002's names); the defaults are the seed's,
+    but for the quiet interval: 0 means a seat runs only when there is a reason."""
+
+    quiet_interval_ms: int = Field(default=0, ge=0)
+    quiet_jitter_ms: int | None = Field(default=None, ge=0)
+    announcement_jitter_ms: int = Field(default=120_000, ge=0)
+    retry_base_ms: int = Field(default=10_000, ge=0)
+    max_failures: int = Field(default=3, ge=1, le=100)
 
 
 class Seat(StrictWire):
@@ -74,7 +137,8 @@ class Seat(StrictWire):
     names: tuple[str, ...] = ()
     supervisor_id: str | None = None
     surfaces: dict[str, bool] = Field(default_factory=dict)
-    launcher: LauncherSpec = Field(default_factory=LauncherSpec)
+    launcher: LauncherSpec = Field(default_factory=NoopLauncher)
+    controller: ControllerOptions = Field(default_factory=ControllerOptions)
     operator_id: str | None = None
     slack_bot_user_id: str | None = Field(
         default=None,

@@ -56,6 +56,9 @@ class WorkReport(StrictWire):
 
     id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     title: str = Field(default="", max_length=500)
+    # The ask's first line in place of its trigger's template headline: for a report whose
+    # first sentence must be its verdict (the work controller's escalation, issue 12).
+    headline: str | None = Field(default=None, max_length=500)
     summary: str | None = Field(default=None, max_length=8000)
     scope: str | None = Field(default=None, max_length=500)
     question: str | None = Field(default=None, max_length=2000)

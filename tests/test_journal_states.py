@@ -142,6 +142,9 @@ HASH_FIELDS = frozenset(
         "deadFrom",
         "deadReason",
         "deadAtMs",
+        # a seat's work-controller record (workers/stores/seat_runs.py)
+        "rev",
+        "doc",
         # send op
         "verdict",
         "checkedAtMs",

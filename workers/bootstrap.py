@@ -35,6 +35,7 @@ from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
+from workers.stores.seat_runs import SeatRuns
 
 log = logging.getLogger("seatwire.bootstrap")
 
@@ -116,6 +117,7 @@ def build_container(
         audit=StewardAudit(client),
         overrides=Overrides(client),
         claims=Claims(client),
+        seat_runs=SeatRuns(client),
         app=app,
     )
 

@@ -70,6 +70,15 @@ def new_app(settings: Settings) -> Celery:
         accept_content=["json"],
         task_time_limit=settings.task_time_limit_s,
         task_soft_time_limit=max(1, settings.task_time_limit_s - 15),
+        # A turn runs a seat's launcher, whose own limit is kept 30 s inside the turn's: the
+        # launcher, not a soft time limit raised into it, ends a long turn (and its process
+        # group). A redelivered turn message after the visibility timeout starts nothing.
+        task_annotations={
+            Task.TURN.value: {
+                "soft_time_limit": settings.turn_time_limit_s,
+                "time_limit": settings.turn_time_limit_s + 30,
+            }
+        },
         task_publish_retry_policy=WORKER_PUBLISH_RETRY,
         task_default_queue=Queue.ENGAGEMENT.value,
         task_routes={name.value: {"queue": q.value} for name, q in TASK_QUEUE.items()},

@@ -423,6 +423,16 @@ def _steward_commands() -> None:
 _steward_commands()
 
 
+def _seat_commands() -> None:
+    from workers.seat_cli import seat, seats_command
+
+    cli.add_typer(seat, name="seat")
+    cli.command("seats")(seats_command)
+
+
+_seat_commands()
+
+
 def main() -> None:
     # Celery's worker installs its own handlers; elsewhere make SIGTERM a clean exit.
     if threading.current_thread() is threading.main_thread():

@@ -24,6 +24,7 @@ from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
+from workers.stores.seat_runs import SeatRuns
 
 
 @dataclass
@@ -43,4 +44,5 @@ class Container:
     audit: StewardAudit
     overrides: Overrides
     claims: Claims
+    seat_runs: SeatRuns
     app: Celery | None = None

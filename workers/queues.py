@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from contracts._base import Wire
+from contracts.controller import TurnMessage
 from contracts.journal import CLOSED_STATES, JOURNAL_STATES, EntryKind, JournalState
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
 
@@ -34,6 +35,8 @@ class Queue(StrEnum):
     GUARDRAILS = "guardrails"
     SEND = "send"
     STEWARD = "steward"  # the goal steward's tick: beat schedules it, a steward worker runs it
+    CONTROLLER = "controller"  # the work controller's tick over every seat (beat schedules it)
+    TURNS = "turns"  # a seat's turn: its launcher runs here, one turn per seat at a time
     BENCH = "bench"  # the name bench/noop_app.py's baseline tasks run under; never a stage
     BEAT = "beat"  # what beat schedules, consumed by `seatwire beat` itself
 
@@ -45,6 +48,8 @@ class Task(StrEnum):
     SEND = "seatwire.send"
     SWEEP = "seatwire.sweep"  # beat: re-enqueue overdue journal entries, release parked ones
     STEWARD = "seatwire.steward.tick"  # beat: one goal-steward run over every objective
+    CONTROLLER = "seatwire.controller.tick"  # beat: decide every seat's next turn
+    TURN = "seatwire.turn"  # one seat's turn, launched
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,12 @@ class Stage:
     def beat(self) -> bool:
         return self.cadence is not None
 
+    @property
+    def journaled(self) -> bool:
+        """A stage of the journal pipeline: its messages carry an entry's tracking id, and the
+        sweeper and the dead-letter queue know its states (a turn's are the seat's record's)."""
+        return bool(self.states)
+
 
 STAGES: tuple[Stage, ...] = (
     Stage(
@@ -88,11 +99,13 @@ STAGES: tuple[Stage, ...] = (
     Stage(Queue.SEND, Task.SEND, ReservedEnvelope, states=("reserved", "sending", "unknown")),
     Stage(Queue.BEAT, Task.SWEEP, cadence="sweep_interval_s"),
     Stage(Queue.STEWARD, Task.STEWARD, cadence="steward_interval_s"),
+    Stage(Queue.CONTROLLER, Task.CONTROLLER, cadence="controller_interval_s"),
+    Stage(Queue.TURNS, Task.TURN, TurnMessage),
 )
 
 BY_TASK: dict[Task, Stage] = {s.task: s for s in STAGES}
 # The journal pipeline's queues: the stages an entry's messages go through.
-STAGE_QUEUES: tuple[Queue, ...] = tuple(s.queue for s in STAGES if not s.beat)
+STAGE_QUEUES: tuple[Queue, ...] = tuple(s.queue for s in STAGES if s.journaled)
 # What `seatwire worker` consumes by default and may be asked for: every row's queue but
 # beat's own (`seatwire beat` runs the sweep itself; the steward tick needs a worker).
 WORKER_QUEUES: tuple[Queue, ...] = tuple(
@@ -100,12 +113,12 @@ WORKER_QUEUES: tuple[Queue, ...] = tuple(
 )
 BEAT_STAGES: tuple[Stage, ...] = tuple(s for s in STAGES if s.beat)
 TASK_QUEUE: dict[Task, Queue] = {s.task: s.queue for s in STAGES}
-QUEUE_TASK: dict[Queue, Task] = {s.queue: s.task for s in STAGES if not s.beat}
+QUEUE_TASK: dict[Queue, Task] = {s.queue: s.task for s in STAGES if s.journaled}
 FIRST_STAGE: dict[str, Queue] = {s.starts: s.queue for s in STAGES if s.starts is not None}
 FIRST_TASK: dict[str, Task] = {s.starts: s.task for s in STAGES if s.starts is not None}
 # The journal states each stage's message is for, keyed by queue name (the DLQ's tables).
 STAGE_STATES: dict[str, tuple[JournalState, ...]] = {
-    s.queue.value: s.states for s in STAGES if not s.beat
+    s.queue.value: s.states for s in STAGES if s.journaled
 }
 # The stage a mid-pipeline state leads to (`accepted` depends on the kind: FIRST_STAGE).
 STATE_STAGE: dict[str, Queue] = {

@@ -75,6 +75,14 @@ class Settings(BaseSettings):
     claim_lease_ms: int = Field(default=86_400_000, ge=1000)
     proposer_url: str | None = None
     proposer_timeout_s: float = Field(default=5.0, gt=0, le=30)
+    # The work controller (DESIGN.md section 10): how often beat decides every seat's next
+    # turn; the longest a turn may run (a launcher's own limit is cut to fit inside it, and
+    # a turn still running past it plus the grace is settled as failed: its worker is gone);
+    # and after how long a turn queued but never started is published again.
+    controller_interval_s: float = Field(default=1.0, gt=0)
+    turn_time_limit_s: int = Field(default=1200, ge=30)
+    turn_lease_grace_ms: int = Field(default=60_000, ge=1000)
+    turn_republish_after_ms: int = Field(default=30_000, ge=1000)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     ingress_budget_s: float = Field(default=2.5, gt=0)
     # Slack gives up on an answer after 3 s and retries; answer (503 at worst) well inside it.

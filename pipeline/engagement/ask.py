@@ -38,7 +38,11 @@ def compose(w: Work, trigger: str, detail: str, names: Sequence[str]) -> str:
     """
     title = (w.title or w.id_text or "this piece of work").strip()
     head = _HEADS.get(trigger)
-    lines = [head.format(title=title) if head else f"**{title}**", ""]
+    if w.headline:
+        first = f"**{w.headline}**"
+    else:
+        first = head.format(title=title) if head else f"**{title}**"
+    lines = [first, ""]
     if w.summary:
         lines.append(w.summary.strip())
     if detail:

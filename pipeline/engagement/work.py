@@ -55,6 +55,7 @@ class Work:
     id: str = ""  # trimmed (the seed also takes `key`): the decision's workId
     id_text: str = ""  # the id as given: the headline when there is no title
     title: str = ""
+    headline: str = ""  # replaces the trigger's template headline when given
     scope: str = ""
     summary: str = ""
     question: str = ""  # trimmed
@@ -89,6 +90,7 @@ def _from_report(r: WorkReport) -> Work:
         id=r.id,
         id_text=r.id,
         title=r.title,
+        headline=(r.headline or "").strip(),
         scope=r.scope or "",
         summary=r.summary or "",
         question=(r.question or "").strip(),
@@ -142,6 +144,7 @@ def _from_mapping(w: Mapping[str, object]) -> Work:
         id=(text(w.get("id")) or text(w.get("key"))).strip(),
         id_text=text(w.get("id")),
         title=text(w.get("title")),
+        headline=text(w.get("headline")).strip(),
         scope=text(w.get("scope")),
         summary=text(w.get("summary")),
         question=text(w.get("question")).strip(),

@@ -10,6 +10,7 @@ from contracts import Channel, LedgerRow, Member, WorkReport
 SEED_WORK = {
     "id": "w1",
     "title": "Deploy",
+    "headline": None,
     "summary": "s",
     "scope": "billing",
     "question": "q?",

@@ -40,9 +40,12 @@ def test_celery_routes_each_task_to_its_stage_queue() -> None:
 
 
 def test_beat_runs_each_beat_row_at_its_cadence() -> None:
-    """Beat schedules the sweep at the sweep interval on its own queue, and the steward's
-    tick at the steward interval on the `steward` queue, and nothing else."""
-    schedule = beat_schedule(Settings(sweep_interval_s=7.5, steward_interval_s=42))
+    """Beat schedules the sweep at the sweep interval on its own queue, the steward's tick at
+    the steward interval on the `steward` queue, the work controller's at its interval on the
+    `controller` queue, and nothing else."""
+    schedule = beat_schedule(
+        Settings(sweep_interval_s=7.5, steward_interval_s=42, controller_interval_s=2)
+    )
     assert schedule == {
         "sweep": {
             "task": Task.SWEEP.value,
@@ -54,11 +57,17 @@ def test_beat_runs_each_beat_row_at_its_cadence() -> None:
             "schedule": 42.0,
             "options": {"queue": Queue.STEWARD.value, "expires": 42.0},
         },
+        "controller.tick": {
+            "task": Task.CONTROLLER.value,
+            "schedule": 2.0,
+            "options": {"queue": Queue.CONTROLLER.value, "expires": 2.0},
+        },
     }
     assert Queue.BEAT not in STAGE_QUEUES
     assert Queue.STEWARD not in STAGE_QUEUES  # no journal entry goes through it
     assert Queue.BEAT not in WORKER_QUEUES  # `seatwire beat` consumes its own queue
-    assert (*STAGE_QUEUES, Queue.STEWARD) == WORKER_QUEUES
+    assert Queue.TURNS not in STAGE_QUEUES  # a turn's state is its seat's record, no entry's
+    assert (*STAGE_QUEUES, Queue.STEWARD, Queue.CONTROLLER, Queue.TURNS) == WORKER_QUEUES
 
 
 def test_the_sweeper_sends_each_owned_state_to_the_stage_that_owns_it() -> None:

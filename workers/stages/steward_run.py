@@ -52,21 +52,20 @@ from redis.client import Pipeline
 from contracts import WorkReport
 from contracts.backlog import BacklogEntry, BacklogRoute
 from contracts.goals import Objective, Sample
-from contracts.messages import WorkEnvelope
 from contracts.steward import Dispatch, ObjectiveOutcome, ObjectiveProposals, RunPlan, RunTotals
 from contracts.work import BlockerKind
 from pipeline.goals.kpi import gap_for
 from pipeline.goals.steward import plan_run, possible_dispatch_ids
 from pipeline.money import budget_window
 from workers import clock
-from workers.broker import publish
 from workers.container import Container
 from workers.org import OrgSource
 from workers.outbound.proposer import CandidateProposer, Proposer
-from workers.queues import FIRST_TASK, Task, tracking_id_for
+from workers.queues import Task
 from workers.recovery.faults import crash_point
 from workers.settings import Settings
 from workers.stages.base import Deps, StageTask, register_beat
+from workers.stages.report_intake import intake_report
 from workers.stores import keys
 from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
@@ -350,34 +349,9 @@ class StewardRun:
         return f"{added}, claim {claimed.status}"
 
     def _engage(self, d: Dispatch, now_ms: int) -> str:
-        """Journal the work report, publish its engagement task, mark it enqueued: the
-        ingress's `CeleryIntake`, synchronously. A repeat is `duplicate` and publishes
-        nothing, unless the first try was journalled but never enqueued."""
+        """The HANDOFF's work report into the pipeline, as the ingress takes a seat's."""
         report = work_report_of(d)
-        tracking = tracking_id_for(d.seat_id, report.id, report.revision)
-        payload = WorkEnvelope(
-            tracking_id=tracking, seat_id=d.seat_id, accepted_at_ms=now_ms, report=report
-        ).model_dump_json(by_alias=True)
-        fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
-        result = self.journal.accept(
-            tracking,
-            kind="work",
-            seat_id=d.seat_id,
-            payload=payload,
-            now_ms=now_ms,
-            fingerprint=fingerprint,
-        )
-        if not result.new and result.fingerprint not in ("", fingerprint):
-            return "conflict"
-        if not result.new and not (result.state == "accepted" and not result.enqueued):
-            return "duplicate"
-        message = json.loads(payload)
-        if not result.new:
-            stored = self.journal.get(tracking)
-            message = stored["payload"] if stored else message
-        publish(self.app, FIRST_TASK["work"], tracking, message)
-        self.journal.mark_enqueued(tracking, now_ms)
-        return "new" if result.new else "requeued"
+        return intake_report(self.journal, self.app, d.seat_id, report, now_ms=now_ms).status
 
     # ------------------------------------------------------------------ the lease
 

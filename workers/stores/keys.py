@@ -209,3 +209,12 @@ def claim_history(item_id: str) -> str:
 # The ingress's per-source rate limit (workers/ingress/ratelimit.py): zset source -> its
 # bucket's theoretical arrival time (us); members in the past are pruned on every take.
 RATE_LIMIT = f"{PREFIX}rl:tat"
+
+
+PROJECT = f"{PREFIX}project"  # hash of the project's flags: `started`, `paused` ('1' | '0')
+
+
+def seat_run(seat_id: str) -> str:
+    """Hash of one seat's work-controller record (workers/stores/seat_runs.py): `rev`, the
+    compare-and-set revision, and `doc`, the SeatRun JSON."""
+    return f"{PREFIX}ctl:{seat_id}"

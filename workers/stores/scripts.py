@@ -42,6 +42,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "send_note": (),
     "send_release": (),
     "send_renew": (),
+    "seat_run_commit": (),
     "stage_give_up": ("dead_letter",),
     "sweep_claim": ("dead_letter",),
     "unpark_due": (),

@@ -1,0 +1,512 @@
+"""A seat's turns over the work controller: one tick's decision for one seat, how a turn's
+outcome settles, when that becomes an escalation to a person, and which session a command
+launch addresses (DESIGN.md section 10, seeds 002 and 003). Pure: time, randomness and new
+ids arrive as arguments.
+
+- `tick_seat`: what a beat tick does for a seat. A running turn whose lease ran out is settled
+  as failed (its worker died: the seed's "nothing is ever dropped" holds for turns too), a
+  queued turn nobody started is published again, then the controller decides; a `run` begins
+  the seat's one turn and gives its id. A seat the controller has stopped for its failures
+  escalates once, if its failures had not already escalated.
+- `settle_turn`: a turn's outcome applied to the controller, to seed 003's launch-failure
+  streak (identical signatures only) and to the session record. On the launch that reaches
+  the streak limit, and on every one after it, it escalates (the guardrails keep that from
+  flooding); the next success clears it.
+- `plan_launch` / `after_launch`: seed 003's preflight and post-mortem for a command launch
+  with sessions: start a fresh conversation or resume the recorded one, rotate to a fresh id
+  when the resume target is proven missing (outside the hourly budget) or by the window
+  heuristic (inside it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from contracts.controller import (
+    ActiveTurn,
+    ControllerDecision,
+    Escalation,
+    LastDecision,
+    LaunchStreak,
+    SeatRun,
+    SessionRecord,
+    TurnOutcome,
+    TurnRecord,
+)
+from contracts.org import ControllerOptions, Seat
+from contracts.work import Commitment, WorkReport
+from pipeline.controller import Rng, WorkController
+from pipeline.launches import (
+    IDENTICAL_FAILURE_LIMIT,
+    escalation_decision,
+    escalation_hint,
+    iso,
+    launch_failure_streak,
+    new_main_session,
+    rotate_main_session,
+    rotation_decision,
+)
+
+HISTORY = 10  # finished turns kept per seat for `seatwire seat status`
+STOP_ESCALATES = frozenset({"failure_limit", "unacknowledged_inbox"})
+LOST = TurnOutcome(
+    kind="failed",
+    detail="the worker running this turn stopped answering before it reported an outcome "
+    "(its lease ran out)",
+    failure_kind="lost",
+    signature="turn:lost",
+)
+
+
+class TurnNotActive(Exception):
+    """An outcome for a turn that is not the seat's turn in flight (unknown, or finished)."""
+
+    def __init__(self, seat_id: str, turn_id: str, known: bool) -> None:
+        state = "has already finished" if known else "is not a turn of this seat"
+        super().__init__(f"turn {turn_id} of seat {seat_id} {state}")
+        self.known = known
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one tick read about one seat."""
+
+    inbox_last: int = 0
+    inbox_acked: int = 0
+    notices: int = 0
+    backlog_revision: int = 0
+    backlog_open: int = 0
+    pending_deliveries: int = 0
+    project: Mapping[str, object] | None = None
+
+
+@dataclass(frozen=True)
+class EscalationPlan:
+    """An ask to raise: to whom is the worker's business (operator, else supervisor)."""
+
+    seat_id: str
+    revision: int
+    signature: str
+    streak: int
+    hint: str
+    reason: str
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class Settled:
+    run: SeatRun
+    record: TurnRecord
+    escalate: EscalationPlan | None
+    cleared: Escalation | None
+
+
+@dataclass(frozen=True)
+class Ticked:
+    run: SeatRun
+    decision: ControllerDecision
+    publish: ActiveTurn | None  # a turn to put on the turns queue (new, or published again)
+    settled: Settled | None  # a lost turn settled as failed on this tick
+    escalate: EscalationPlan | None  # a seat newly stopped by its failures
+
+
+DEFAULT_PROJECT: Mapping[str, object] = {"started": True, "paused": False}
+
+
+def news_of(seat_id: str, seen: Observed, *, at_ms: int) -> dict[str, Any]:
+    """Seed 002's news for the controller: each tick's reading is a new observation."""
+    return {
+        "observationId": f"{seat_id}@{at_ms}",
+        "project": dict(DEFAULT_PROJECT if seen.project is None else seen.project),
+        "work": {"runnable": seen.backlog_open > 0, "revision": seen.backlog_revision},
+        "pending": max(0, seen.inbox_last - seen.inbox_acked),
+        "acknowledged": seen.inbox_acked,
+        "project_only": False,
+    }
+
+
+def controller_of(run: SeatRun, options: ControllerOptions) -> WorkController:
+    return WorkController.from_state(run.controller, **options.model_dump())
+
+
+def tick_seat(
+    run: SeatRun,
+    seen: Observed,
+    *,
+    options: ControllerOptions,
+    now_ms: int,
+    rng: Rng,
+    republish_after_ms: int,
+) -> Ticked:
+    """One beat tick for one seat."""
+    settled: Settled | None = None
+    publish: ActiveTurn | None = None
+    active = run.active
+    if active is not None and active.state == "running" and (active.lease_until_ms or 0) < now_ms:
+        settled = settle_turn(run, active.turn_id, LOST, options=options, now_ms=now_ms, rng=rng)
+        run = settled.run
+    elif active is not None and active.state == "queued":
+        published = active.published_at_ms or active.queued_at_ms
+        if now_ms - published >= republish_after_ms:
+            publish = active.model_copy(update={"published_at_ms": now_ms})
+            run = run.model_copy(update={"active": publish})
+    news = news_of(run.seat_id, seen, at_ms=now_ms)
+    ctl = controller_of(run, options)
+    decision = ctl.decide(
+        news,
+        pending_deliveries=seen.pending_deliveries,
+        notices=max(0, seen.notices - run.notices_at_turn),
+        steering=run.steering,
+        paused=run.paused,
+        now_ms=now_ms,
+        rng=rng,
+    )
+    update: dict[str, Any] = {}
+    if decision.action == "run":
+        ctl.begin_turn(news)
+        seq = run.seq + 1
+        publish = ActiveTurn(
+            turn_id=f"{run.seat_id}:turn:{seq}",
+            reason=decision.reason,
+            queued_at_ms=now_ms,
+            published_at_ms=now_ms,
+            inbox_position=seen.inbox_last,
+        )
+        update = {"seq": seq, "active": publish, "steering": False, "notices_at_turn": seen.notices}
+    before = run.last_decision
+    retry_at = decision.retry_at_ms
+    if before is None or (before.action, before.reason, before.retry_at_ms) != (
+        decision.action,
+        decision.reason,
+        retry_at,
+    ):
+        update["last_decision"] = LastDecision(
+            action=decision.action, reason=decision.reason, at_ms=now_ms, retry_at_ms=retry_at
+        )
+    run = run.model_copy(update={"controller": ctl.to_state(), **update})
+    escalate = None
+    if decision.action == "stop" and decision.reason in STOP_ESCALATES and run.escalation is None:
+        run, escalate = _stopped_escalation(run, decision.reason, now_ms)
+    return Ticked(run, decision, publish, settled, escalate)
+
+
+def start_turn(run: SeatRun, turn_id: str, *, now_ms: int, lease_ms: int) -> SeatRun | None:
+    """The seat's queued turn `turn_id`, now running until `now + lease`; None when it is
+    not the queued turn (a duplicate delivery, or a turn already running or finished)."""
+    active = run.active
+    if active is None or active.turn_id != turn_id or active.state != "queued":
+        return None
+    running = active.model_copy(
+        update={"state": "running", "started_at_ms": now_ms, "lease_until_ms": now_ms + lease_ms}
+    )
+    return run.model_copy(update={"active": running})
+
+
+def settle_turn(
+    run: SeatRun,
+    turn_id: str,
+    outcome: TurnOutcome,
+    *,
+    options: ControllerOptions,
+    now_ms: int,
+    rng: Rng,
+    news: Mapping[str, object] | None = None,
+    session: SessionRecord | None = None,
+    limit: int = IDENTICAL_FAILURE_LIMIT,
+) -> Settled:
+    """Apply the outcome of the seat's turn in flight."""
+    active = run.active
+    if active is None or active.turn_id != turn_id or active.state != "running":
+        raise TurnNotActive(run.seat_id, turn_id, any(t.turn_id == turn_id for t in run.turns))
+    ctl = controller_of(run, options)
+    ctl.record_outcome(
+        outcome.kind,
+        continuation=outcome.continuation,
+        news=news,
+        retryable=outcome.retryable,
+        now_ms=now_ms,
+        rng=rng,
+    )
+    record = TurnRecord(
+        turn_id=turn_id,
+        reason=active.reason,
+        queued_at_ms=active.queued_at_ms,
+        started_at_ms=active.started_at_ms,
+        ended_at_ms=now_ms,
+        outcome=outcome,
+    )
+    update: dict[str, Any] = {
+        "controller": ctl.to_state(),
+        "active": None,
+        "turns": (*run.turns, record)[-HISTORY:],
+    }
+    if session is not None:
+        update["session"] = session
+    escalate: EscalationPlan | None = None
+    cleared: Escalation | None = None
+    if outcome.kind == "failed":
+        streak, escalate = _failed(run, outcome, limit=limit, now_ms=now_ms)
+        update["streak"] = streak
+        if escalate is None and ctl.status()["blocked"] and run.escalation is None:
+            stopped = run.model_copy(update=update)
+            settled_run, escalate = _stopped_escalation(stopped, "failure_limit", now_ms)
+            return Settled(settled_run, record, escalate, None)
+        if escalate is not None:
+            update.update(_raised(run, escalate, now_ms))
+    elif outcome.kind != "interrupted":
+        update["streak"] = None  # evidence of work: seed 003's reset
+        cleared = run.escalation
+        update["escalation"] = None
+    return Settled(run.model_copy(update=update), record, escalate, cleared)
+
+
+def _failed(
+    run: SeatRun, outcome: TurnOutcome, *, limit: int, now_ms: int
+) -> tuple[LaunchStreak, EscalationPlan | None]:
+    signature = outcome.signature or f"turn:{outcome.failure_kind or 'failed'}"
+    prior = run.streak.to_wire() if run.streak is not None else None
+    raw = launch_failure_streak(prior, {"signature": signature, "at": iso(now_ms)})
+    if raw is None:  # cannot happen for a non-empty signature; never silently drop the count
+        raise ValueError(f"the launch-failure streak of {signature!r} came back empty")
+    decision = escalation_decision(
+        {"streak": raw["streak"], "limit": limit, "escalatedAt": raw["escalatedAt"]}
+    )
+    if not decision["escalate"]:
+        return LaunchStreak.model_validate(raw), None
+    hint = escalation_hint(
+        {
+            "signature": signature,
+            "streak": raw["streak"],
+            "limit": limit,
+            "detail": outcome.detail,
+            "sessionId": outcome.session_id or (run.session.session_id if run.session else ""),
+        }
+    )
+    raw = {**raw, "escalatedAt": raw["escalatedAt"] or iso(now_ms)}
+    plan = EscalationPlan(
+        seat_id=run.seat_id,
+        revision=run.escalations + 1,
+        signature=signature,
+        streak=int(str(raw["streak"])),
+        hint=hint,
+        reason=str(decision["reason"]),
+        fresh=bool(decision["fresh"]),
+    )
+    return LaunchStreak.model_validate(raw), plan
+
+
+def _raised(run: SeatRun, plan: EscalationPlan, now_ms: int) -> dict[str, Any]:
+    prior = run.escalation
+    count = prior.count + 1 if prior is not None and prior.signature == plan.signature else 1
+    return {
+        "escalations": plan.revision,
+        "escalation": Escalation(
+            signature=plan.signature,
+            streak=plan.streak,
+            hint=plan.hint,
+            at_ms=now_ms,
+            target_id=None,
+            count=count,
+        ),
+    }
+
+
+def _stopped_escalation(run: SeatRun, reason: str, now_ms: int) -> tuple[SeatRun, EscalationPlan]:
+    """A seat the controller stopped whose failures were not one repeated fault: still a
+    person must hear of it, or it would stop in silence."""
+    failures = run.controller.failures
+    last = run.turns[-1].outcome.detail if run.turns else ""
+    if reason == "unacknowledged_inbox":
+        verdict = (
+            f"{failures} turns in a row ended without acknowledging the inbox — the seat has "
+            "stopped and this needs a person."
+        )
+    else:
+        verdict = (
+            f"{failures} turns in a row have failed — the seat has stopped retrying and this "
+            "needs a person."
+        )
+    hint = f"{verdict} {last.strip()}".strip() if last.strip() else verdict
+    plan = EscalationPlan(
+        seat_id=run.seat_id,
+        revision=run.escalations + 1,
+        signature=f"controller:{reason}",
+        streak=failures,
+        hint=hint,
+        reason=f"the work controller stopped the seat ({reason})",
+        fresh=True,
+    )
+    return run.model_copy(update=_raised(run, plan, now_ms)), plan
+
+
+def escalation_report(plan: EscalationPlan, *, target_id: str | None) -> WorkReport:
+    """The work report an escalation goes through the pipeline as: a failed commitment to the
+    seat's operator, whose first line is the verdict (seed 003's 200-character rule)."""
+    return WorkReport(
+        id=f"seat-turns:{plan.seat_id}",
+        revision=plan.revision,
+        title=f"{plan.seat_id}: its turns keep failing",
+        headline=plan.hint[:500],
+        summary=f"{plan.reason}. Failure signature: {plan.signature}.",
+        scope=f"{plan.seat_id} turns",
+        state="failed",
+        commitment=None if target_id is None else Commitment(to_member_id=target_id, at_risk=True),
+        seat_id=plan.seat_id,
+    )
+
+
+# ---------------------------------------------------------------------- sessions
+
+
+LaunchMode = Literal["session-id", "resume"]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    mode: LaunchMode
+    session: SessionRecord  # the record as this launch leaves it (launched, maybe rotated)
+    rotated: str | None  # why the record was rotated before the launch, if it was
+
+
+def plan_launch(
+    session: SessionRecord | None,
+    *,
+    target_missing: bool,
+    now_ms: int,
+    uuid: Callable[[], str],
+) -> LaunchPlan:
+    """The session this launch addresses: a fresh one (`session-id`) when none was ever
+    launched, else `resume`; a resume whose target is proven missing rotates first."""
+    rotated: str | None = None
+    if session is None:
+        session = SessionRecord.model_validate(new_main_session({"now": now_ms, "uuid": uuid}))
+    elif session.last_launch_at is not None and target_missing:
+        decision = rotation_decision(
+            {
+                "record": session.to_wire(),
+                "mode": "resume",
+                "resumeTargetMissing": True,
+                "now": now_ms,
+            }
+        )
+        rotated = str(decision.get("why", ""))
+        session = _rotated(session, now_ms=now_ms, uuid=uuid, reason=rotated)
+    mode: LaunchMode = "session-id" if session.last_launch_at is None else "resume"
+    resumes = session.resumes + (1 if mode == "resume" else 0)
+    launched = session.model_copy(update={"last_launch_at": iso(now_ms), "resumes": resumes})
+    return LaunchPlan(mode, launched, rotated)
+
+
+@dataclass(frozen=True)
+class AfterLaunch:
+    session: SessionRecord
+    action: str  # rotation_decision's: relaunch, rotate or backoff
+    why: str
+
+
+def after_launch(
+    session: SessionRecord,
+    *,
+    mode: LaunchMode,
+    exit_code: int | None,
+    started_ms: int,
+    ended_ms: int,
+    resume_target_missing: bool,
+    beat_seen: bool | None,
+    streak_at_limit: bool,
+    self_stopped: bool,
+    now_ms: int,
+    uuid: Callable[[], str],
+) -> AfterLaunch:
+    """Seed 003's post-mortem: rotate to a fresh id when the decision says so."""
+    args: dict[str, object] = {
+        "record": session.to_wire(),
+        "mode": mode,
+        "exitCode": exit_code,
+        "startedAt": started_ms,
+        "endedAt": ended_ms,
+        "resumeTargetMissing": resume_target_missing,
+        "streakAtLimit": streak_at_limit,
+        "selfStopped": self_stopped,
+        "now": now_ms,
+    }
+    if beat_seen is not None:
+        args["beatSeen"] = beat_seen
+    decision = rotation_decision(args)
+    action = str(decision["action"])
+    if action == "rotate":
+        why = str(decision.get("why", ""))
+        return AfterLaunch(_rotated(session, now_ms=now_ms, uuid=uuid, reason=why), action, why)
+    if action == "backoff":
+        why = f"the rotation budget for this hour is spent: backing off {decision['sleepMs']} ms"
+        return AfterLaunch(session, action, why)
+    return AfterLaunch(session, action, "")
+
+
+def _rotated(
+    session: SessionRecord, *, now_ms: int, uuid: Callable[[], str], reason: str
+) -> SessionRecord:
+    fresh = rotate_main_session(session.to_wire(), {"now": now_ms, "uuid": uuid, "reason": reason})
+    return SessionRecord.model_validate(fresh)
+
+
+# ---------------------------------------------------------------------- operator controls
+
+Control = Literal["pause", "resume", "run-now"]
+CONTROLS: tuple[Control, ...] = ("pause", "resume", "run-now")
+
+
+def apply_control(run: SeatRun, what: Control, options: ControllerOptions) -> SeatRun:
+    """An operator's control on the seat's record. `run-now` is the seed's
+    `requestContinuation` (it clears a stop for failures) plus steering (a turn on the next
+    tick even without news), unless the seat or the project is paused."""
+    if what == "pause":
+        return run.model_copy(update={"paused": True})
+    if what == "resume":
+        return run.model_copy(update={"paused": False})
+    ctl = controller_of(run, options)
+    ctl.request_continuation()
+    return run.model_copy(update={"controller": ctl.to_state(), "steering": True})
+
+
+def status_of(seat: Seat, run: SeatRun) -> dict[str, Any]:
+    """A seat's status as `GET /v1/seats/{seat}/status` and `seatwire seat status` show it:
+    the last decision and its reason, the controller, the streak and its signature, the
+    session record, the next retry, the turn in flight, the last turns (newest first), the
+    open escalation."""
+    ctl = controller_of(run, seat.controller).status()
+    wire = run.to_wire()
+    return {
+        "seatId": seat.member_id,
+        "launcher": seat.launcher.kind,
+        "operatorId": seat.operator_id or seat.supervisor_id,
+        "paused": run.paused,
+        "steering": run.steering,
+        "lastDecision": wire["lastDecision"],
+        "controller": ctl,
+        "nextRetryAtMs": ctl["retryAt"],
+        "activeTurn": wire["active"],
+        "streak": wire["streak"],
+        "session": wire["session"],
+        "escalation": wire["escalation"],
+        "turns": list(reversed(wire["turns"])),
+    }
+
+
+def summary_of(seat: Seat, run: SeatRun, seen: Observed) -> dict[str, Any]:
+    """One row of `seatwire seats`."""
+    last = run.turns[-1] if run.turns else None
+    return {
+        "seatId": seat.member_id,
+        "launcher": seat.launcher.kind,
+        "paused": run.paused,
+        "lastDecision": run.last_decision.to_wire() if run.last_decision else None,
+        "activeTurn": run.active.to_wire() if run.active else None,
+        "lastTurn": last.to_wire() if last else None,
+        "streak": run.streak.to_wire() if run.streak else None,
+        "escalated": run.escalation is not None,
+        "unacknowledged": max(0, seen.inbox_last - seen.inbox_acked),
+        "nextRetryAtMs": run.controller.retry_at,
+    }

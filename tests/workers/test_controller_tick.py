@@ -1,0 +1,305 @@
+"""The work controller on a real Redis (issue 12 points 3-6): a directed event leads to one
+turn; a turn is never started twice; a dead worker's turn is settled as failed; a command
+launcher's named fault rotates its session at once; three identical failures escalate once to
+the operator with the verdict first, and a success clears it; no operator is `unroutable`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from contracts import Candidate, Directedness
+from tests.fakes import place
+from workers import bootstrap
+from workers.celery_app import create_app
+from workers.container import Container
+from workers.queues import Task
+from workers.stages import controller_tick, report_intake
+from workers.stages.controller_tick import ControllerTick
+from workers.stages.turns import Turns
+
+pytestmark = pytest.mark.redis
+
+NOW = 1_800_000_000_000
+FAULT = "No conversation found with session ID: e953a33e-97a0-4d13-9fd4-6a77cd7a68c9"
+
+
+def org_text(launcher: str, operator: str = "operatorId: ava") -> str:
+    return f"""
+members:
+  - {{id: ava, displayName: Ava}}
+  - {{id: scout}}
+  - {{id: quiet}}
+seats:
+  - {{memberId: scout, {operator}, launcher: {launcher}}}
+  - {{memberId: quiet}}
+"""
+
+
+def fault_program(tmp_path: Path) -> str:
+    script = tmp_path / "agent.py"
+    script.write_text(f"import sys\nprint({FAULT!r}, file=sys.stderr)\nsys.exit(1)\n")
+    return f'{{kind: command, argv: ["{sys.executable}", "{script}"], output: text}}'
+
+
+class Published:
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __call__(self, app: Celery, task: Task, tracking: str, message: dict[str, Any], **_: Any):
+        self.messages.append((task.value, tracking, message))
+
+    def of(self, task: Task) -> list[dict[str, Any]]:
+        return [m for t, _, m in self.messages if t == task.value]
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> Published:
+    p = Published()
+    monkeypatch.setattr(controller_tick, "publish", p)
+    monkeypatch.setattr(report_intake, "publish", p)
+    return p
+
+
+def make(redis_client: redis.Redis, redis_url: str, tmp_path: Path, text: str) -> Container:
+    org = tmp_path / "org.yaml"
+    org.write_text(text)
+    settings = bootstrap.Settings(
+        redis_url=redis_url, api_token="t", org_file=org, outbox_path=tmp_path / "o.jsonl"
+    )
+    c = bootstrap.build_container(settings, client=redis_client)
+    c.app = create_app(settings, register=False)
+    return c
+
+
+@pytest.fixture
+def noop(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[Container]:
+    yield make(redis_client, redis_url, tmp_path, org_text("{kind: noop}"))
+
+
+def directed(c: Container, seat: str, n: int = 1) -> None:
+    cand = Candidate.model_validate(
+        {
+            "family": "messaging",
+            "source": "slack",
+            "deliveryId": f"d{n}",
+            "ids": {"channelId": "C1", "messageId": f"{n}.0"},
+            "msg": {"authorId": "ava", "body": "scout, look", "mentions": [seat]},
+            "atMs": NOW,
+        }
+    )
+    place(
+        c.redis,
+        seat,
+        cand,
+        Directedness(directed=True, surface="mention", reason="mention", why="named"),
+    )
+
+
+def tick(c: Container, at: int) -> controller_tick.TickReport:
+    assert c.app is not None
+    return ControllerTick(c, c.app, rng=lambda: 0.5)(now_ms=at)
+
+
+def turns(c: Container, at: int) -> Turns:
+    assert c.app is not None
+    return Turns.of(c, c.app).__class__(
+        c, c.app, Turns.of(c, c.app).launchers, clock_ms=lambda: at, rng=lambda: 0.5
+    )
+
+
+def run_published(c: Container, published: Published, at: int) -> list[str]:
+    from contracts.controller import TurnMessage
+
+    done = []
+    todo = published.of(Task.TURN)
+    published.messages[:] = [x for x in published.messages if x[0] != Task.TURN.value]
+    for m in todo:
+        done.append(turns(c, at).run(TurnMessage.model_validate(m)))
+    return done
+
+
+def only_scout(published: Published) -> None:
+    """Drop the other seats' turn messages (their turns stay queued)."""
+    published.messages[:] = [
+        x for x in published.messages if x[0] != Task.TURN.value or x[2]["seatId"] == "scout"
+    ]
+
+
+def test_a_directed_event_leads_to_exactly_one_turn(noop: Container, published: Published):
+    """First tick runs each seat's first turn; after it, a directed event is one more turn
+    (reason notices), a second tick while it is queued begins nothing, and a quiet seat idles."""
+    tick(noop, NOW)
+    assert sorted(m["seatId"] for m in published.of(Task.TURN)) == ["quiet", "scout"]
+    assert run_published(noop, published, NOW + 10) == ["ok", "ok"]
+    report = tick(noop, NOW + 1000)
+    assert published.of(Task.TURN) == []
+    assert report.decisions == {"wait:idle": 2}
+    directed(noop, "scout")
+    tick(noop, NOW + 2000)
+    tick(noop, NOW + 3000)  # queued, not started: waits as active, publishes nothing new
+    (turn,) = published.of(Task.TURN)
+    assert turn["seatId"] == "scout"
+    run = noop.seat_runs.get("scout").run
+    assert run.active is not None and run.active.reason == "notices"
+    assert run.last_decision is not None and run.last_decision.reason == "active"
+    assert run_published(noop, published, NOW + 3500) == ["ok"]
+    assert noop.inbox.updates("scout").items == ()  # the noop launcher acknowledged it
+    tick(noop, NOW + 4000)
+    assert published.of(Task.TURN) == []
+    assert noop.seat_runs.get("quiet").run.last_decision.reason == "idle"  # type: ignore[union-attr]
+
+
+def test_a_turn_message_twice_starts_one_turn(noop: Container, published: Published):
+    """A copy of a turn's message (redelivery, republish) starts nothing."""
+    tick(noop, NOW)
+    messages = list(published.messages)
+    assert run_published(noop, published, NOW + 1)[0] == "ok"
+    published.messages[:] = messages
+    assert run_published(noop, published, NOW + 2) == ["not_queued", "not_queued"]
+
+
+def test_a_queued_turn_nobody_started_is_published_again(noop: Container, published: Published):
+    """A crash between the tick's write and its publish loses nothing: the turn is published
+    again once `turn_republish_after_ms` passed, under the same turn id."""
+    tick(noop, NOW)
+    first = {m["turnId"] for m in published.of(Task.TURN)}
+    published.messages.clear()
+    tick(noop, NOW + noop.settings.turn_republish_after_ms - 1)
+    assert published.of(Task.TURN) == []
+    tick(noop, NOW + noop.settings.turn_republish_after_ms)
+    assert {m["turnId"] for m in published.of(Task.TURN)} == first
+
+
+def test_a_running_turn_whose_lease_ran_out_is_settled_failed(noop: Container, published):
+    """A worker that died mid-turn: the next tick past its lease records it failed
+    (`turn:lost`) and the controller retries after its backoff."""
+    tick(noop, NOW)
+    (m, _) = published.of(Task.TURN)
+    published.messages.clear()
+    from pipeline.turns import start_turn
+
+    noop.seat_runs.update(
+        m["seatId"], lambda r: start_turn(r, m["turnId"], now_ms=NOW, lease_ms=1000)
+    )
+    tick(noop, NOW + 1001)
+    run = noop.seat_runs.get(m["seatId"]).run
+    assert run.active is None
+    assert run.turns[-1].outcome.signature == "turn:lost"
+    assert run.streak is not None and run.streak.streak == 1
+    assert run.last_decision is not None and run.last_decision.reason == "retry_backoff"
+
+
+def program(tmp_path: Path, body: str, sessions: bool = True) -> str:
+    script = tmp_path / "agent.py"
+    script.write_text(f"import os, sys\n{body}\n")
+    extra = "" if sessions else ", sessionArgs: {}"
+    return f'{{kind: command, argv: ["{sys.executable}", "{script}"], output: text{extra}}}'
+
+
+def fail_turns(c: Container, published: Published, t: int, n: int) -> int:
+    """Tick and run scout's turn `n` times, each after the previous one's retry backoff."""
+    for i in range(n):
+        tick(c, t)
+        only_scout(published)
+        assert run_published(c, published, t + 100) == ["failed"], i
+        t = int(c.seat_runs.get("scout").run.controller.retry_at or t + 100) + 1
+    return t
+
+
+def test_the_named_fault_rotates_the_session_at_once(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+):
+    """A resume that prints "No conversation found with session ID" and exits 1 is rotated to
+    a fresh session at once, proven, even with the hour's rotation budget spent."""
+    body = (
+        "if os.environ['SEATWIRE_SESSION_MODE'] == 'resume':\n"
+        f"    print({FAULT!r}, file=sys.stderr); sys.exit(1)"
+    )
+    c = make(redis_client, redis_url, tmp_path, org_text(program(tmp_path, body)))
+    tick(c, NOW)
+    only_scout(published)
+    assert run_published(c, published, NOW + 1) == ["ok"]  # a fresh session: session-id mode
+    first = c.seat_runs.get("scout").run.session
+    assert first is not None and first.last_launch_at is not None
+    spent = ("2027-01-15T07:59:00.000Z",) * 3  # three rotations in the last hour
+
+    def budget_spent(r: Any) -> Any:
+        assert r.session is not None
+        return r.model_copy(update={"session": r.session.model_copy(update={"rotations": spent})})
+
+    c.seat_runs.update("scout", budget_spent)
+    directed(c, "scout")
+    tick(c, NOW + 1000)
+    only_scout(published)
+    assert run_published(c, published, NOW + 1001) == ["failed"]
+    run = c.seat_runs.get("scout").run
+    outcome = run.turns[-1].outcome
+    assert (outcome.failure_kind, outcome.proven) == ("resume-target-missing", True)
+    assert outcome.signature == "resume:resume-target-missing"
+    assert run.session is not None and run.session.rotated_from == first.session_id
+    assert run.session.session_id != first.session_id and run.session.last_launch_at is None
+    assert "does not exist on this machine" in (run.session.rotated_reason or "")
+    assert len(run.session.rotations) == 4
+
+
+def test_three_identical_failures_escalate_once_and_a_success_clears_it(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+):
+    """Three identical failures: exactly one escalation ask, to the operator, whose first
+    sentence is the verdict; the seat stops; run-now and a success clear it."""
+    flag = tmp_path / "fixed"
+    body = f"sys.exit(0 if os.path.exists({str(flag)!r}) else 3)"
+    c = make(redis_client, redis_url, tmp_path, org_text(program(tmp_path, body, False)))
+    t = fail_turns(c, published, NOW, 3)
+    run = c.seat_runs.get("scout").run
+    assert run.streak is not None and run.streak.streak == 3
+    assert run.streak.signature == "session-id:never-beaten:3"
+    (engaged,) = published.of(Task.ENGAGEMENT)
+    report = engaged["report"]
+    assert report["commitment"]["toMemberId"] == "ava"
+    assert report["headline"].startswith(
+        "3× in a row, identically — retries are not fixing it and this needs a person."
+    )
+    assert "exit 3" in report["headline"]
+    assert run.escalation is not None and run.escalation.target_id == "ava"
+    published.messages.clear()
+    tick(c, t)
+    assert published.messages == []  # stopped at the failure limit, nothing raised again
+    assert c.seat_runs.get("scout").run.last_decision.reason == "failure_limit"  # type: ignore[union-attr]
+    flag.write_text("")
+    seat = c.org.current()[0].seat("scout")
+    assert seat is not None
+    c.seat_runs.control("scout", "run-now", options=seat.controller)
+    tick(c, t + 1)
+    only_scout(published)
+    assert run_published(c, published, t + 2) == ["ok"]
+    run = c.seat_runs.get("scout").run
+    assert run.streak is None and run.escalation is None
+    assert run.turns[-1].reason == "steering"
+
+
+def test_no_operator_no_supervisor_is_unroutable(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+):
+    """An escalation with nobody to ask is an `unroutable` ledger row, never silence."""
+    text = org_text(
+        '{kind: http, url: "http://127.0.0.1:9/turn", timeoutS: 0.5}', operator="aliases: [s]"
+    )
+    c = make(redis_client, redis_url, tmp_path, text)
+    t = NOW
+    for _ in range(3):
+        tick(c, t)
+        only_scout(published)
+        assert run_published(c, published, t + 1) == ["failed"]
+        t = int(c.seat_runs.get("scout").run.controller.retry_at or t) + 1
+    assert published.of(Task.ENGAGEMENT) == []
+    rows = c.ledger.read(seat_ids=["scout"])
+    assert [r.outcome for r in rows] == ["unroutable"]
+    assert "3× in a row" in (rows[0].reason or "")

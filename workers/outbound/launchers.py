@@ -1,0 +1,332 @@
+"""The launchers a seat's turn runs with (issue 12 point 5, DESIGN.md section 10), as the org
+file configures them per seat (`launcher: {kind, ...}`):
+
+- `noop`, the embedded default: the turn is `ok` at once, and the inbox page it was handed is
+  acknowledged on the seat's behalf (it stands in for an agent that read its brief; the
+  outcome's detail says so, so nothing is consumed silently).
+- `http`: the turn's brief is POSTed to an agent runtime. A 2xx reply with `{"outcome": ...}`
+  is the outcome; a 202 means the runtime reports it later at
+  `POST /v1/seats/{seat}/turns/{turn}/outcome`; anything else is a failed launch with its
+  signature (`http:status:503`, `http:timeout`, `http:unreachable`, `http:bad_reply`).
+- `command`: seed 003's launch. The session this launch addresses (a fresh id, or a resume
+  of the recorded one, rotated first when the resume-target preflight proves it missing), the
+  subprocess (workers/outbound/command.py: argv never through a shell, the time limit kills
+  the process group), its exit code and output tail classified, and the post-mortem rotation.
+  The CLI's structured output gives the session id, model, usage, cost and the number of
+  permission denials; never its text, tool arguments or results.
+
+Every launcher returns a `Launched`: the outcome (or None for one reported later), the
+session record as the launch leaves it, and for `noop` the inbox position to acknowledge.
+A launcher never raises for a failed launch: every way a launch can fail is an outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from contracts import UpdatesPage
+from contracts.backlog import BacklogEntry
+from contracts.controller import LaunchStreak, SessionRecord, TurnOutcome
+from contracts.org import CommandLauncher, HttpLauncher, LauncherSpec, NoopLauncher
+from pipeline.launches import (
+    IDENTICAL_FAILURE_LIMIT,
+    classify_launch_failure,
+    launch_failure_signature,
+    resume_target_state,
+)
+from pipeline.turns import after_launch, plan_launch
+from workers.clock import now_ms
+from workers.outbound.command import CommandRun, run_command
+
+REPLY_LIMIT = 256 * 1024  # the most of an agent runtime's reply that is read
+LIMIT_MARGIN_S = 30  # a launcher's own limit stays this far inside the turn's
+
+
+@dataclass(frozen=True)
+class Brief:
+    """What a turn is handed: who, which turn and why, its inbox page and open backlog."""
+
+    seat_id: str
+    turn_id: str
+    reason: str
+    inbox: UpdatesPage
+    backlog: tuple[BacklogEntry, ...] = ()
+    session: SessionRecord | None = None
+    streak: LaunchStreak | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "seatId": self.seat_id,
+            "turnId": self.turn_id,
+            "reason": self.reason,
+            "inbox": self.inbox.model_dump(by_alias=True, mode="json"),
+            "backlog": [e.to_wire() for e in self.backlog],
+        }
+
+
+@dataclass(frozen=True)
+class Launched:
+    outcome: TurnOutcome | None  # None: the agent runtime reports it later
+    session: SessionRecord | None = None
+    ack_position: int | None = None
+
+
+@dataclass
+class Launchers:
+    """Runs a turn with the seat's launcher. `time_limit_s` is the turn's (settings)."""
+
+    time_limit_s: float
+    clock_ms: Callable[[], int] = now_ms
+    new_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
+    transport: httpx.BaseTransport | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def launch(self, spec: LauncherSpec, brief: Brief) -> Launched:
+        if isinstance(spec, NoopLauncher):
+            return self._noop(brief)
+        if isinstance(spec, HttpLauncher):
+            return self._http(spec, brief)
+        return self._command(spec, brief)
+
+    # ------------------------------------------------------------------ noop
+
+    def _noop(self, brief: Brief) -> Launched:
+        page = brief.inbox
+        handed = len(page.items)
+        detail = (
+            f"noop launcher: recorded ok; acknowledged the {handed} inbox item(s) it was handed "
+            f"(up to position {page.position})"
+            if handed
+            else "noop launcher: recorded ok"
+        )
+        return Launched(
+            TurnOutcome(kind="ok", detail=detail, duration_ms=0),
+            ack_position=page.position if handed else None,
+        )
+
+    # ------------------------------------------------------------------ http
+
+    def _http(self, spec: HttpLauncher, brief: Brief) -> Launched:
+        started = self.clock_ms()
+        headers = {"content-type": "application/json"}
+        if spec.token_env:
+            token = self.environ.get(spec.token_env, "")
+            if not token:
+                return Launched(
+                    _failed(
+                        "http:no_token",
+                        f"the launcher's token variable {spec.token_env} is not set",
+                        retryable=False,
+                    )
+                )
+            headers["authorization"] = f"Bearer {token}"
+        timeout = min(spec.timeout_s, self.time_limit_s - LIMIT_MARGIN_S)
+        try:
+            with (
+                httpx.Client(
+                    timeout=timeout, transport=self.transport, follow_redirects=False
+                ) as client,
+                client.stream(
+                    "POST", spec.url, content=json.dumps(brief.to_wire()), headers=headers
+                ) as reply,
+            ):
+                body = _bounded(reply)
+                status = reply.status_code
+        except httpx.TimeoutException:
+            return Launched(
+                _failed("http:timeout", f"the agent runtime did not answer in {timeout} s")
+            )
+        except httpx.HTTPError as exc:
+            return Launched(
+                _failed("http:unreachable", f"the agent runtime could not be reached: {exc}")
+            )
+        duration = self.clock_ms() - started
+        if status == 202:
+            return Launched(None)
+        if not 200 <= status < 300:
+            return Launched(
+                _failed(f"http:status:{status}", f"the agent runtime answered HTTP {status}")
+            )
+        if body is None:
+            return Launched(_failed("http:bad_reply", "the agent runtime's reply is over 256 KiB"))
+        try:
+            raw = json.loads(body)
+            outcome = TurnOutcome.model_validate(raw["outcome"] if isinstance(raw, dict) else raw)
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            return Launched(
+                _failed("http:bad_reply", f"the agent runtime's reply is not an outcome: {first}")
+            )
+        return Launched(outcome.model_copy(update={"duration_ms": duration}))
+
+    # ------------------------------------------------------------------ command
+
+    def _command(self, spec: CommandLauncher, brief: Brief) -> Launched:
+        now = self.clock_ms()
+        session: SessionRecord | None = None
+        mode: str | None = None
+        rotated: str | None = None
+        if spec.keeps_sessions:
+            home = spec.home_dir or self.environ.get("HOME", "")
+            missing = False
+            if brief.session is not None and brief.session.last_launch_at is not None:
+                target = resume_target_state(
+                    {
+                        "homeDir": home,
+                        "projectDir": spec.cwd or os.getcwd(),
+                        "sessionId": brief.session.session_id,
+                        "engine": "claude" if spec.output == "claude" else spec.output,
+                    },
+                    {"readdirSync": os.listdir},
+                )
+                missing = target["state"] == "missing"
+            plan = plan_launch(brief.session, target_missing=missing, now_ms=now, uuid=self.new_id)
+            session, mode, rotated = plan.session, plan.mode, plan.rotated
+        values = {
+            "sessionId": session.session_id if session else "",
+            "seatId": brief.seat_id,
+            "turnId": brief.turn_id,
+            "reason": brief.reason,
+        }
+        extra = spec.session_args.get(mode, ()) if mode else ()  # type: ignore[call-overload]
+        argv = [_fill(a, values) for a in (*spec.argv, *extra)]
+        env = {
+            **self.environ,
+            **spec.env,
+            "SEATWIRE_SEAT": brief.seat_id,
+            "SEATWIRE_TURN": brief.turn_id,
+            "SEATWIRE_TURN_REASON": brief.reason,
+            "SEATWIRE_SESSION_ID": values["sessionId"],
+            "SEATWIRE_SESSION_MODE": mode or "",
+        }
+        limit = min(spec.time_limit_s, self.time_limit_s - LIMIT_MARGIN_S)
+        ran = run_command(
+            argv,
+            time_limit_s=limit,
+            provider=spec.output,
+            cwd=spec.cwd,
+            env=env,
+            stdin_text=json.dumps(brief.to_wire()),
+            clock_ms=self.clock_ms,
+        )
+        return self._settled_command(spec, brief, ran, session, mode, rotated)
+
+    def _settled_command(
+        self,
+        spec: CommandLauncher,
+        brief: Brief,
+        ran: CommandRun,
+        session: SessionRecord | None,
+        mode: str | None,
+        rotated: str | None,
+    ) -> Launched:
+        out = ran.output
+        beat_seen: bool | None = (
+            None if spec.output == "text" else bool(out.session_id or out.ended)
+        )
+        seed_mode = mode or "session-id"
+        failure = classify_launch_failure(
+            {
+                "mode": seed_mode,
+                "exitCode": ran.exit_code,
+                "output": ran.output_tail,
+                "beatSeen": beat_seen,
+            }
+        )
+        failed = failure["kind"] != "none" or ran.timed_out or out.is_error is True
+        notes: list[str] = []
+        if rotated:
+            notes.append(f"rotated the session before launching: {rotated}")
+        if ran.timed_out:
+            notes.append(f"killed at the time limit ({ran.error or 'time limit'})")
+        elif ran.error:
+            notes.append(ran.error)
+        signature = ""
+        if failed:
+            kind = str(failure["kind"]) if failure["kind"] != "none" else "nonzero-exit"
+            signature = launch_failure_signature(
+                {"mode": seed_mode, "kind": kind, "exitCode": ran.exit_code}
+            )
+        if session is not None and out.session_id and out.session_id != session.session_id:
+            session = session.model_copy(update={"session_id": out.session_id})
+        if session is not None and mode is not None and failed:
+            prior = brief.streak
+            at_limit = (
+                prior is not None
+                and prior.signature == signature
+                and prior.streak + 1 >= IDENTICAL_FAILURE_LIMIT
+            )
+            post = after_launch(
+                session,
+                mode="resume" if mode == "resume" else "session-id",
+                exit_code=ran.exit_code,
+                started_ms=ran.started_ms,
+                ended_ms=ran.ended_ms,
+                resume_target_missing=failure["kind"] == "resume-target-missing",
+                beat_seen=beat_seen,
+                streak_at_limit=at_limit,
+                self_stopped=ran.timed_out,
+                now_ms=self.clock_ms(),
+                uuid=self.new_id,
+            )
+            session = post.session
+            if post.action == "rotate":
+                notes.append(f"rotated to a fresh session {session.session_id}: {post.why}")
+            elif post.why:
+                notes.append(post.why)
+        detail = str(failure["detail"]) if failed else "the command exited cleanly"
+        if failed and out.errors:
+            detail += f" ({out.errors[0][:200]})"
+        detail = "; ".join([detail, *notes])[:2000]
+        cost = out.cost_usd
+        outcome = TurnOutcome(
+            kind="failed" if failed else "ok",
+            detail=detail,
+            exit_code=ran.exit_code,
+            failure_kind=str(failure["kind"]) if failed else None,
+            proven=bool(failure["proven"]) if failed else None,
+            signature=signature,
+            session_id=session.session_id if session else out.session_id,
+            model=out.model,
+            usage={k: float(v) for k, v in out.usage.items()},
+            cost_micros=None if cost is None else round(cost * 1_000_000),
+            enforcement=spec.cost_enforcement if cost is not None else None,
+            denials=len(out.permission_denials),
+            duration_ms=max(0, ran.ended_ms - ran.started_ms),
+        )
+        return Launched(outcome, session=session)
+
+
+def _failed(signature: str, detail: str, *, retryable: bool = True) -> TurnOutcome:
+    return TurnOutcome(
+        kind="failed",
+        detail=detail[:2000],
+        failure_kind=signature.split(":")[1] if ":" in signature else signature,
+        signature=signature,
+        retryable=retryable,
+        proven=True,
+    )
+
+
+def _bounded(reply: httpx.Response) -> bytes | None:
+    body = b""
+    for chunk in reply.iter_bytes():
+        body += chunk
+        if len(body) > REPLY_LIMIT:
+            return None
+    return body
+
+
+def _fill(arg: str, values: Mapping[str, str]) -> str:
+    """`{name}` placeholders only; any other brace is left as it is (no format spec)."""
+    for name, value in values.items():
+        arg = arg.replace("{" + name + "}", value)
+    return arg

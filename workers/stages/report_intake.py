@@ -1,0 +1,97 @@
+"""A work report raised from inside Seatwire (the goal steward's HANDOFF, the work
+controller's escalation) enters the pipeline as one from a seat does at the ingress: journalled
+under its deterministic tracking id, its engagement task published, marked enqueued. It then
+meets the same engagement, guardrail and send stages as any other report.
+
+A repeat of the same (seat, report id, revision) is `duplicate` and publishes nothing, unless
+the first try was journalled but never enqueued (`requeued`); the same tracking id with other
+content is a `conflict`, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from celery import Celery
+
+from contracts import EngagementDecision, WorkReport
+from contracts.messages import WorkEnvelope
+from workers.broker import publish
+from workers.queues import FIRST_TASK, tracking_id_for
+from workers.stages.rows import nonengagement_row
+from workers.stores.journal import Journal
+
+IntakeStatus = Literal["new", "requeued", "duplicate", "conflict"]
+
+
+@dataclass(frozen=True)
+class Intake:
+    status: IntakeStatus
+    tracking_id: str
+
+
+def intake_report(
+    journal: Journal, app: Celery, seat_id: str, report: WorkReport, *, now_ms: int
+) -> Intake:
+    """Journal `report` as seat `seat_id`'s and publish its engagement task."""
+    tracking = tracking_id_for(seat_id, report.id, report.revision)
+    payload = WorkEnvelope(
+        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=now_ms, report=report
+    ).model_dump_json(by_alias=True)
+    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+    result = journal.accept(
+        tracking,
+        kind="work",
+        seat_id=seat_id,
+        payload=payload,
+        now_ms=now_ms,
+        fingerprint=fingerprint,
+    )
+    if not result.new and result.fingerprint not in ("", fingerprint):
+        return Intake("conflict", tracking)
+    if not result.new and not (result.state == "accepted" and not result.enqueued):
+        return Intake("duplicate", tracking)
+    message = json.loads(payload)
+    if not result.new:
+        stored = journal.get(tracking)
+        message = stored["payload"] if stored else message
+    publish(app, FIRST_TASK["work"], tracking, message)
+    journal.mark_enqueued(tracking, now_ms)
+    return Intake("new" if result.new else "requeued", tracking)
+
+
+def record_unroutable(
+    journal: Journal, seat_id: str, report: WorkReport, *, reason: str, now_ms: int
+) -> Intake:
+    """A report that must reach a person but names nobody who could be asked: journalled and
+    closed at once with an `unroutable` ledger row that says why, never dropped."""
+    tracking = tracking_id_for(seat_id, report.id, report.revision)
+    payload = WorkEnvelope(
+        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=now_ms, report=report
+    ).model_dump_json(by_alias=True)
+    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+    result = journal.accept(
+        tracking,
+        kind="work",
+        seat_id=seat_id,
+        payload=payload,
+        now_ms=now_ms,
+        fingerprint=fingerprint,
+    )
+    if not result.new:
+        return Intake("duplicate", tracking)
+    decision = EngagementDecision(
+        engage=False,
+        trigger="commitment_at_risk",
+        reason_code="unroutable",
+        reason=reason,
+        work_id=report.id,
+        degraded=("engagement_unroutable",),
+        now_ms=now_ms,
+    )
+    row = nonengagement_row(seat_id, decision, tracking)
+    journal.record_decision(tracking, seat_id=seat_id, decision=decision, row=row, now_ms=now_ms)
+    return Intake("new", tracking)

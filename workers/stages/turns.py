@@ -1,0 +1,285 @@
+"""The turns stage: one seat's turn, launched (issue 12 points 5 and 6, DESIGN.md section 10).
+
+A turn message names a seat and the turn the work controller began for it. The turn starts
+only if it is still the seat's queued turn (a compare-and-set on the seat's record: a copy of
+the message, a republished one, or a redelivery after a crash finds it running or gone and
+does nothing), then runs the seat's launcher and settles the outcome into the controller, the
+launch-failure streak and the session record, again as one compare-and-set. A launcher that
+raises is a failed outcome; a worker that dies mid-turn leaves the turn running until its
+lease runs out, and the next controller tick settles it as failed (`turn:lost`).
+
+Settling has effects beyond the record (`apply_effects`, shared with the tick and the outcome
+route): an escalation becomes a work report to the seat's operator (else its supervisor)
+through the engagement, guardrail and send stages, or an `unroutable` ledger row when the seat
+has neither; a turn's cost becomes a cost frame (spend only under `enforcement: on`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis
+from celery import Celery
+
+from contracts import Seat
+from contracts.controller import SeatRun, TurnMessage, TurnOutcome
+from contracts.money import CostFrame
+from pipeline.controller import Rng
+from pipeline.turns import (
+    EscalationPlan,
+    Settled,
+    TurnNotActive,
+    escalation_report,
+    news_of,
+    settle_turn,
+    start_turn,
+)
+from workers.clock import now_ms
+from workers.container import Container
+from workers.outbound.launchers import Brief, Launched, Launchers
+from workers.queues import Task
+from workers.stages.base import Deps, StageTask, register_stage
+from workers.stages.report_intake import intake_report, record_unroutable
+from workers.stores.costs import FrameConflict, FrameExpired
+from workers.stores.inbox import AckBeyondLast
+
+log = logging.getLogger("seatwire.turns")
+
+SETTLE_TRIES = 5  # a settle that meets a Redis outage tries again, then leaves it to the lease
+
+
+@dataclass
+class Turns:
+    container: Container
+    app: Celery
+    launchers: Launchers
+    clock_ms: Callable[[], int] = now_ms
+    rng: Rng = field(default_factory=lambda: random.Random().random)
+
+    @classmethod
+    def of(cls, c: Container, app: Celery) -> Turns:
+        return cls(c, app, Launchers(time_limit_s=c.settings.turn_time_limit_s))
+
+    @property
+    def lease_ms(self) -> int:
+        s = self.container.settings
+        return s.turn_time_limit_s * 1000 + s.turn_lease_grace_ms
+
+    def run(self, message: TurnMessage) -> str:
+        """Start the turn if it is still queued, launch it, settle it; what happened."""
+        c = self.container
+        if message.outcome is not None:  # an agent runtime's report of a running turn
+            self.finish(message.seat_id, message.turn_id, message.outcome)
+            return message.outcome.kind
+        seat = c.org.current()[0].seat(message.seat_id)
+        started = c.seat_runs.update(
+            message.seat_id,
+            lambda run: start_turn(
+                run, message.turn_id, now_ms=self.clock_ms(), lease_ms=self.lease_ms
+            ),
+        )
+        if started is None:
+            log.info("turn %s is not queued (a copy, or done): not run", message.turn_id)
+            return "not_queued"
+        run = started[1]
+        if seat is None:
+            outcome = TurnOutcome(
+                kind="failed",
+                retryable=False,
+                detail=f"seat {message.seat_id} is no longer in the org file",
+                failure_kind="no_seat",
+                signature="turn:no_seat",
+            )
+            self.finish(message.seat_id, message.turn_id, outcome)
+            return "failed"
+        launched = self._launch(seat, run, message)
+        if launched.ack_position is not None:
+            try:
+                c.inbox.ack(message.seat_id, launched.ack_position)
+            except AckBeyondLast as exc:  # cannot happen for a position it was handed
+                log.error("turn %s: %s", message.turn_id, exc)
+        if launched.outcome is None:
+            log.info(
+                "turn %s accepted by the agent runtime: its outcome comes later", message.turn_id
+            )
+            return "accepted"
+        self.finish(message.seat_id, message.turn_id, launched.outcome, launched=launched)
+        return launched.outcome.kind
+
+    def _launch(self, seat: Seat, run: SeatRun, message: TurnMessage) -> Launched:
+        c = self.container
+        active = run.active
+        brief = Brief(
+            seat_id=message.seat_id,
+            turn_id=message.turn_id,
+            reason=active.reason if active else "",
+            inbox=c.inbox.updates(message.seat_id),
+            backlog=tuple(c.backlog.open_items(message.seat_id)),
+            session=run.session,
+            streak=run.streak,
+        )
+        try:
+            return self.launchers.launch(seat.launcher, brief)
+        except Exception as exc:  # a launcher bug is a failed turn, written down, never a loss
+            log.exception("the launcher of %s raised", message.seat_id)
+            return Launched(
+                TurnOutcome(
+                    kind="failed",
+                    detail=f"the launcher raised {type(exc).__name__}: {exc}"[:2000],
+                    failure_kind="launcher_error",
+                    signature=f"launcher:{type(exc).__name__}",
+                )
+            )
+
+    def finish(
+        self,
+        seat_id: str,
+        turn_id: str,
+        outcome: TurnOutcome,
+        *,
+        launched: Launched | None = None,
+    ) -> Settled:
+        """Settle the outcome of the seat's turn in flight (`TurnNotActive` when `turn_id` is
+        not it), then its effects. A Redis outage is ridden out a few times; past that the
+        turn stays running and its lease settles it."""
+        c = self.container
+        seat = c.org.current()[0].seat(seat_id)
+        for attempt in range(SETTLE_TRIES):
+            try:
+                settled, now = self._settle_once(seat_id, turn_id, outcome, seat, launched)
+                break
+            except (redis.ConnectionError, redis.TimeoutError):
+                if attempt == SETTLE_TRIES - 1:
+                    raise
+                time.sleep(0.5 * 2**attempt)
+        apply_effects(c, self.app, seat, settled=settled, now_ms=now)
+        log.info("turn %s of %s: %s", turn_id, seat_id, outcome.kind)
+        return settled
+
+    def _settle_once(
+        self,
+        seat_id: str,
+        turn_id: str,
+        outcome: TurnOutcome,
+        seat: Seat | None,
+        launched: Launched | None,
+    ) -> tuple[Settled, int]:
+        c = self.container
+        options = seat.controller if seat is not None else Seat(member_id=seat_id).controller
+        now = self.clock_ms()
+        ((_read, seen),) = c.seat_runs.observe([seat_id], now_ms=now)
+        news = news_of(seat_id, seen, at_ms=now)
+        done: list[Settled] = []
+
+        def change(run: SeatRun) -> SeatRun:
+            settled = settle_turn(
+                run,
+                turn_id,
+                outcome,
+                options=options,
+                now_ms=now,
+                rng=self.rng,
+                news=news,
+                session=launched.session if launched is not None else None,
+            )
+            done[:] = [settled]
+            return settled.run
+
+        c.seat_runs.update(seat_id, change)
+        return done[0], now
+
+
+def apply_effects(
+    c: Container,
+    app: Celery,
+    seat: Seat | None,
+    *,
+    settled: Settled | None = None,
+    escalate: EscalationPlan | None = None,
+    now_ms: int,
+) -> None:
+    """What a settled turn (or a stopped seat) means beyond its record: the escalation ask,
+    the cost frame, and a line in the log when a success cleared an escalation."""
+    plan = escalate or (settled.escalate if settled is not None else None)
+    if settled is not None:
+        _cost(c, settled)
+        if settled.cleared is not None:
+            log.info(
+                "seat %s: escalation %s cleared by a successful turn",
+                settled.run.seat_id,
+                settled.cleared.signature,
+            )
+    if plan is not None:
+        raise_escalation(c, app, seat, plan, now_ms=now_ms)
+
+
+def raise_escalation(
+    c: Container, app: Celery, seat: Seat | None, plan: EscalationPlan, *, now_ms: int
+) -> str:
+    """The escalation's work report, to the operator (else the supervisor) through the
+    normal stages; `unroutable` in the ledger when there is neither. Its tracking id and
+    target are written on the seat's record."""
+    target = None if seat is None else (seat.operator_id or seat.supervisor_id)
+    report = escalation_report(plan, target_id=target)
+    if target is None:
+        intake = record_unroutable(
+            c.journal,
+            plan.seat_id,
+            report,
+            reason=f"{plan.hint} Nobody can be asked: seat {plan.seat_id} names neither an "
+            "operatorId nor a supervisorId in the org file.",
+            now_ms=now_ms,
+        )
+    else:
+        intake = intake_report(c.journal, app, plan.seat_id, report, now_ms=now_ms)
+
+    def noted(run: SeatRun) -> SeatRun | None:
+        e = run.escalation
+        if e is None or e.signature != plan.signature:
+            return None
+        update = {"tracking_id": intake.tracking_id, "target_id": target}
+        return run.model_copy(update={"escalation": e.model_copy(update=update)})
+
+    c.seat_runs.update(plan.seat_id, noted)
+    log.warning(
+        "seat %s escalates (%s, %s) to %s: %s",
+        plan.seat_id,
+        plan.signature,
+        intake.status,
+        target or "nobody (unroutable)",
+        plan.hint,
+    )
+    return intake.status
+
+
+def _cost(c: Container, settled: Settled) -> None:
+    outcome = settled.record.outcome
+    if outcome.cost_micros is None:
+        return
+    frame = CostFrame(
+        cost_micros=outcome.cost_micros,
+        enforcement=outcome.enforcement,
+        at_ms=settled.record.ended_at_ms,
+        turn_id=settled.record.turn_id,
+    )
+    try:
+        c.costs.record(settled.run.seat_id, frame, now_ms=settled.record.ended_at_ms)
+    except (FrameConflict, FrameExpired) as exc:
+        log.warning("turn %s: its cost frame was not recorded: %s", settled.record.turn_id, exc)
+
+
+TASK = Task.TURN  # this module's row of the stage table
+
+
+def register(app: Celery, deps: Deps) -> None:
+    def turn(task: StageTask, message: TurnMessage) -> None:
+        try:
+            Turns.of(task.deps(), app).run(message)
+        except TurnNotActive as exc:  # settled meanwhile (its lease ran out): nothing to do
+            log.warning("%s", exc)
+
+    register_stage(app, TASK, deps, turn)

@@ -1,0 +1,156 @@
+"""The work controller's records, one per seat (issue 12 point 3, DESIGN.md section 10): the
+controller state, the turn in flight, the launch-failure streak, the session record, the last
+turns, and the operator's pause and steering, as ONE value per seat, `keys.seat_run(seat)`
+(`rev`, `doc`).
+
+Every write is a compare-and-set on `rev` (`seat_run_commit.lua`), so two writers racing on a
+seat (two ticks, a tick and a turn's outcome, an operator's pause) never both win: the loser
+reads again and decides again. That is what makes "never two turns at once" hold with two
+beats, a redelivered tick or a worker killed between decide and enqueue: beginning a turn is
+a write of the seat's record, and only one such write can follow a given read.
+
+`observe` reads what a tick needs of many seats in a bounded number of round trips (two,
+whatever the number of seats): the records and every news input pipelined, then the states of
+the seats' recent asks (the pending deliveries) in a second pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import redis
+
+from contracts.controller import SeatRun
+from contracts.org import ControllerOptions
+from pipeline.turns import Control, Observed, apply_control
+from workers.stores import keys
+from workers.stores.backlog import REVISION_FIELD
+from workers.stores.scripts import script, text
+
+DELIVERY_WINDOW_MS = 3_600_000  # a seat's asks this recent may still be on their way
+DELIVERY_SCAN = 100  # at most this many of a seat's recent asks are looked at
+IN_FLIGHT = frozenset({"reserved", "sending"})
+CAS_ATTEMPTS = 20
+
+
+class Conflict(Exception):
+    """A compare-and-set that kept losing to other writers."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """A seat's record as read, with the revision its write must match."""
+
+    rev: int
+    run: SeatRun
+
+
+class SeatRuns:
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+        self._commit = script(client, "seat_run_commit")
+
+    def get(self, seat_id: str) -> Read:
+        rev, doc = self.r.hmget(keys.seat_run(seat_id), ["rev", "doc"])
+        return _read(seat_id, rev, doc)
+
+    def commit(self, writes: Sequence[tuple[str, int, SeatRun]]) -> list[bool]:
+        """Write each (seat, revision read at, record) whose revision is unchanged; True for
+        each one written."""
+        if not writes:
+            return []
+        args: list[str | int] = []
+        for _seat, rev, run in writes:
+            args += [rev, run.model_dump_json(by_alias=True)]
+        flags = self._commit(keys=[keys.seat_run(s) for s, _, _ in writes], args=args)
+        return [int(f) == 1 for f in flags]
+
+    def update(
+        self, seat_id: str, change: Callable[[SeatRun], SeatRun | None]
+    ) -> tuple[SeatRun, SeatRun] | None:
+        """Read, change, write back, again on a conflict: `(before, after)`, or None when
+        `change` returned None (nothing to write)."""
+        for _ in range(CAS_ATTEMPTS):
+            read = self.get(seat_id)
+            after = change(read.run)
+            if after is None:
+                return None
+            if self.commit([(seat_id, read.rev, after)])[0]:
+                return read.run, after
+        raise Conflict(f"seat {seat_id}: {CAS_ATTEMPTS} writers in a row beat this one")
+
+    def control(self, seat_id: str, what: Control, *, options: ControllerOptions) -> SeatRun:
+        """An operator's control on the seat (pipeline/turns.py `apply_control`)."""
+        updated = self.update(seat_id, lambda run: apply_control(run, what, options))
+        assert updated is not None  # a control always writes
+        return updated[1]
+
+    def observe(self, seat_ids: Sequence[str], *, now_ms: int) -> list[tuple[Read, Observed]]:
+        """Every seat's record and news inputs, in two round trips."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hmget(keys.PROJECT, ["started", "paused"])
+        for seat in seat_ids:
+            pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
+            pipe.hmget(keys.inbox_meta(seat), ["last", "acked"])
+            pipe.hget(keys.seat_state(seat), "notices")
+            pipe.hget(keys.backlog(seat), REVISION_FIELD)
+            pipe.zcard(keys.backlog_open(seat))
+            pipe.zrevrangebyscore(
+                keys.by_seat(seat), "+inf", now_ms - DELIVERY_WINDOW_MS, start=0, num=DELIVERY_SCAN
+            )
+        replies = pipe.execute()
+        started, paused = replies[0]
+        project = {"started": _flag(started, True), "paused": _flag(paused, False)}
+        per_seat = [replies[1 + 6 * i : 7 + 6 * i] for i in range(len(seat_ids))]
+        ops = [[text(o) for o in reply[5]] for reply in per_seat]
+        states = self._op_states([o for seat_ops in ops for o in seat_ops])
+        out: list[tuple[Read, Observed]] = []
+        for seat, reply, seat_ops in zip(seat_ids, per_seat, ops, strict=True):
+            (rev, doc), (last, acked), notices, revision, open_items, _ = reply
+            out.append(
+                (
+                    _read(seat, rev, doc),
+                    Observed(
+                        inbox_last=_int(last),
+                        inbox_acked=_int(acked),
+                        notices=_int(notices),
+                        backlog_revision=_int(revision),
+                        backlog_open=int(open_items),
+                        pending_deliveries=sum(states.get(o) in IN_FLIGHT for o in seat_ops),
+                        project=project,
+                    ),
+                )
+            )
+        return out
+
+    def _op_states(self, op_ids: list[str]) -> dict[str, str]:
+        if not op_ids:
+            return {}
+        pipe = self.r.pipeline(transaction=False)
+        for op_id in op_ids:
+            pipe.hget(keys.op(op_id), "state")
+        return {o: text(s) for o, s in zip(op_ids, pipe.execute(), strict=True) if s is not None}
+
+    def set_project(self, *, started: bool | None = None, paused: bool | None = None) -> None:
+        fields: dict[str | bytes, str | bytes] = {
+            k: "1" if v else "0"
+            for k, v in (("started", started), ("paused", paused))
+            if v is not None
+        }
+        if fields:
+            self.r.hset(keys.PROJECT, mapping=fields)  # type: ignore[arg-type]
+
+
+def _read(seat_id: str, rev: object, doc: object) -> Read:
+    if doc is None:
+        return Read(0, SeatRun(seat_id=seat_id))
+    return Read(int(text(rev)), SeatRun.model_validate_json(text(doc)))
+
+
+def _int(value: object) -> int:
+    return 0 if value is None else int(text(value))
+
+
+def _flag(value: object, default: bool) -> bool:
+    return default if value is None else text(value) == "1"
