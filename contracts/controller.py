@@ -137,6 +137,8 @@ class ActiveTurn(Wire):
     started_at_ms: int | None = None
     lease_until_ms: int | None = None
     inbox_position: int = 0  # the last inbox position the turn is handed
+    # A pause came while it ran: a command launcher ends it (outcome `interrupted`).
+    interrupt_requested: bool = False
 
 
 class TurnRecord(Wire):

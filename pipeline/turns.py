@@ -164,6 +164,8 @@ def tick_seat(
         rng=rng,
     )
     update: dict[str, Any] = {}
+    if decision.interrupt and run.active is not None and not run.active.interrupt_requested:
+        update["active"] = run.active.model_copy(update={"interrupt_requested": True})
     if decision.action == "run":
         ctl.begin_turn(news)
         seq = run.seq + 1

@@ -2,7 +2,9 @@
 table of every decision and the outbox, checked against what each case must end as; then the
 bundled Slack and GitHub stream, signed and posted as those services send it, with the seat
 each event reached and why every other seat found it ambient; then the goal steward over the
-sample org's objectives (workers/steward_demo.py)."""
+sample org's objectives (workers/steward_demo.py); then the work controller, ticked by hand:
+one turn for a directed message, a quiet seat idle, a failing launcher escalating to its
+operator (workers/controller_demo.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.signatures import github_headers, slack_headers
+from workers.controller_demo import run_controller_demo
 from workers.embedded import EmbeddedSystem, free_port
 from workers.outbound.file import read_outbox
 from workers.settings import EMBEDDED_GITHUB_SECRET, EMBEDDED_SLACK_SECRET, REPO_ROOT, Settings
@@ -70,11 +73,17 @@ def run_demo(settings: Settings, console: Console) -> int:
     outbox = Path(".seatwire/demo/outbox.jsonl")
     outbox.parent.mkdir(parents=True, exist_ok=True)
     outbox.unlink(missing_ok=True)
+    # The demo's own copy of the org file: its last part adds a seat whose launcher fails.
+    org_copy = outbox.parent / "org.yaml"
+    org_copy.write_text(settings.org_file.read_text())
     # The demo signs its own stream, so it uses the configured secrets or its own.
     settings = settings.model_copy(
         update={
             "outbox_path": outbox,
             "outbox_fsync": False,
+            "org_file": org_copy,
+            # The controller part ticks by hand, step by step: no tick of its own meanwhile.
+            "controller_interval_s": 3600.0,
             "slack_signing_secret": SecretStr(settings.slack_secret() or EMBEDDED_SLACK_SECRET),
             "github_webhook_secret": SecretStr(settings.github_secret() or EMBEDDED_GITHUB_SECRET),
         }
@@ -112,6 +121,15 @@ def run_demo(settings: Settings, console: Console) -> int:
                 system.container.app,
                 console,
                 now_ms=int(time.time() * 1000),
+                wait_final=_wait_final,
+            )
+            failures += run_controller_demo(
+                http,
+                system.container,
+                system.container.app,
+                console,
+                slack_secret=settings.slack_secret() or EMBEDDED_SLACK_SECRET,
+                wait_resolved=_wait_resolved,
                 wait_final=_wait_final,
             )
     finally:

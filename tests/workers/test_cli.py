@@ -47,12 +47,30 @@ def test_demo_runs_every_case_embedded(tmp_path: Path, monkeypatch: pytest.Monke
         "vendor-invoice-backlog",
     ):
         assert objective in text, objective
+    for case in ("1 turn (notices), ok", "wait: idle", "3 failures; stop: failure_limit"):
+        assert case in text, case
     assert "UNEXPECTED" not in text
     # The scenario's five asks, then the steward's two: the HANDOFF to Ava, the escalation
-    # to Gus.
+    # to Gus; then the failing seat's escalation to its operator, Ava, verdict first.
     lines = [json.loads(x) for x in (tmp_path / ".seatwire/demo/outbox.jsonl").open()]
-    assert len(lines) == 7
-    assert sorted(x["memberIds"] for x in lines[5:]) == [["ava"], ["gus"]]
+    assert len(lines) == 8
+    assert sorted(x["memberIds"] for x in lines[5:7]) == [["ava"], ["gus"]]
+    assert (lines[7]["seatId"], lines[7]["memberIds"]) == ("relay", ["ava"])
+    assert lines[7]["body"].startswith("**3× in a row, identically — retries are not fixing it")
+
+
+def test_the_demo_exits_non_zero_when_a_controller_case_ends_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A relay seat whose launcher works never escalates: the case ends otherwise and the
+    demo says so and fails."""
+    from workers import controller_demo
+
+    monkeypatch.setattr(controller_demo, "RELAY_PROGRAM", "pass")
+    monkeypatch.chdir(tmp_path)
+    console = Console(record=True, width=200)
+    assert run_demo(Settings(), console) == 1
+    assert "UNEXPECTED" in console.export_text()
 
 
 def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(

@@ -303,3 +303,43 @@ def test_no_operator_no_supervisor_is_unroutable(
     rows = c.ledger.read(seat_ids=["scout"])
     assert [r.outcome for r in rows] == ["unroutable"]
     assert "3× in a row" in (rows[0].reason or "")
+
+
+def test_a_pause_interrupts_a_running_command_turn(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+):
+    """A pause while a command turn runs: the tick asks for the interrupt, the launcher ends
+    the process group within about a second, the outcome is `interrupted` (no failure), and
+    after resume the seat runs again (still its `first` turn: an interrupted turn was not an
+    outcome, as in the seed)."""
+    import threading
+    import time
+
+    c = make(
+        redis_client,
+        redis_url,
+        tmp_path,
+        org_text(program(tmp_path, "import time; time.sleep(30)", False)),
+    )
+    seat = c.org.current()[0].seat("scout")
+    assert seat is not None
+    tick(c, NOW)
+    only_scout(published)
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.extend(run_published(c, published, NOW + 1)))
+    started = time.monotonic()
+    worker.start()
+    deadline = time.monotonic() + 10
+    while (a := c.seat_runs.get("scout").run.active) is None or a.state != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    c.seat_runs.control("scout", "pause", options=seat.controller)
+    tick(c, NOW + 2)
+    assert c.seat_runs.get("scout").run.last_decision.reason == "paused"  # type: ignore[union-attr]
+    worker.join(timeout=10)
+    assert done == ["interrupted"] and time.monotonic() - started < 8
+    run = c.seat_runs.get("scout").run
+    assert run.turns[-1].outcome.kind == "interrupted" and run.controller.failures == 0
+    c.seat_runs.control("scout", "resume", options=seat.controller)
+    tick(c, NOW + 3)
+    assert c.seat_runs.get("scout").run.active.reason == "first"  # type: ignore[union-attr]

@@ -63,6 +63,7 @@ class CommandRun:
     ended_ms: int
     error: str | None
     output: AgentOutput
+    stopped: bool = False  # ended early because `should_stop` said so (its group killed)
 
 
 def run_command(
@@ -75,11 +76,15 @@ def run_command(
     stdin_text: str | None = None,
     kill_grace_s: float = 2.0,
     clock_ms: Callable[[], int] = now_ms,
+    should_stop: Callable[[], bool] | None = None,
+    stop_check_s: float = 1.0,
 ) -> CommandRun:
     """Run `argv` (never through a shell) for at most `time_limit_s` seconds.
 
     `env`, when given, is the child's whole environment; `stdin_text` is written to its stdin
-    (UTF-8), which is closed after it (stdin is /dev/null without one). Raises ValueError for
+    (UTF-8), which is closed after it (stdin is /dev/null without one). `should_stop` is asked
+    every `stop_check_s` while the child runs; when it says so, the group is ended as at the
+    time limit and the run is `stopped` (an operator paused the seat). Raises ValueError for
     an argv that is empty, a bare string, or holds a non-string or NUL byte, and for a time
     limit or grace that is not a finite positive (non-negative) number.
     """
@@ -117,11 +122,13 @@ def run_command(
         )
     run = _Run(proc, collector, stdin_text)
     try:
-        timed_out, error = run.supervise(time_limit_s, kill_grace_s)
+        timed_out, error = run.supervise(time_limit_s, kill_grace_s, should_stop, stop_check_s)
     finally:
         run.finish()
+    stopped = run.stopped
     return CommandRun(
-        exit_code=None if timed_out else proc.returncode,
+        stopped=stopped,
+        exit_code=None if timed_out or stopped else proc.returncode,
         output_tail=run.tail(),
         timed_out=timed_out,
         started_ms=started_ms,
@@ -153,6 +160,7 @@ class _Run:
     ) -> None:
         self.proc = proc
         self.collector = collector
+        self.stopped = False
         self.selector = selectors.DefaultSelector()
         self._tail = bytearray()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -172,16 +180,30 @@ class _Run:
 
     # ---------------------------------------------------------------- the loop
 
-    def supervise(self, time_limit_s: float, kill_grace_s: float) -> tuple[bool, str | None]:
-        """Read until the child exited and its pipes closed; kill the group at the limit.
-        Returns (timed out, error)."""
+    def supervise(
+        self,
+        time_limit_s: float,
+        kill_grace_s: float,
+        should_stop: Callable[[], bool] | None = None,
+        stop_check_s: float = 1.0,
+    ) -> tuple[bool, str | None]:
+        """Read until the child exited and its pipes closed; kill the group at the limit (or
+        when `should_stop` says so). Returns (timed out, error)."""
         deadline = time.monotonic() + time_limit_s
-        exited = self._pump_until(deadline)
+        exited = False
+        while not exited and time.monotonic() < deadline:
+            step = deadline if should_stop is None else time.monotonic() + stop_check_s
+            exited = self._pump_until(min(step, deadline))
+            if not exited and should_stop is not None and should_stop():
+                self.stopped = True
+                break
         if not exited:
             self._signal_group(signal.SIGTERM)
             self._pump_until(time.monotonic() + kill_grace_s)
             self._signal_group(signal.SIGKILL)
             self._pump_until(time.monotonic() + DRAIN_S, stop_at_exit=False)
+            if self.stopped:
+                return False, "stopped: the seat was paused while the turn ran"
             return True, f"killed at the time limit of {time_limit_s:g} s"
         if self._reading() and not self._pump_until(time.monotonic() + DRAIN_S, stop_at_exit=False):
             self._signal_group(signal.SIGKILL)

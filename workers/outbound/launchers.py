@@ -89,12 +89,17 @@ class Launchers:
     transport: httpx.BaseTransport | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
-    def launch(self, spec: LauncherSpec, brief: Brief) -> Launched:
+    def launch(
+        self, spec: LauncherSpec, brief: Brief, *, should_stop: Callable[[], bool] | None = None
+    ) -> Launched:
+        """Run the turn. `should_stop` (asked about once a second) ends a command launch
+        early, as `interrupted`; a noop turn is over at once and an http one is a single
+        request the runtime is not told to abandon."""
         if isinstance(spec, NoopLauncher):
             return self._noop(brief)
         if isinstance(spec, HttpLauncher):
             return self._http(spec, brief)
-        return self._command(spec, brief)
+        return self._command(spec, brief, should_stop)
 
     # ------------------------------------------------------------------ noop
 
@@ -169,7 +174,9 @@ class Launchers:
 
     # ------------------------------------------------------------------ command
 
-    def _command(self, spec: CommandLauncher, brief: Brief) -> Launched:
+    def _command(
+        self, spec: CommandLauncher, brief: Brief, should_stop: Callable[[], bool] | None
+    ) -> Launched:
         now = self.clock_ms()
         session: SessionRecord | None = None
         mode: str | None = None
@@ -216,7 +223,19 @@ class Launchers:
             env=env,
             stdin_text=json.dumps(brief.to_wire()),
             clock_ms=self.clock_ms,
+            should_stop=should_stop,
         )
+        if ran.stopped:
+            detail = "interrupted: the seat was paused while its turn ran"
+            return Launched(
+                TurnOutcome(
+                    kind="interrupted",
+                    detail=detail,
+                    session_id=session.session_id if session else None,
+                    duration_ms=max(0, ran.ended_ms - ran.started_ms),
+                ),
+                session=session,
+            )
         return self._settled_command(spec, brief, ran, session, mode, rotated)
 
     def _settled_command(

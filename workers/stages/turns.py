@@ -122,8 +122,13 @@ class Turns:
             session=run.session,
             streak=run.streak,
         )
+
+        def interrupted() -> bool:
+            active = c.seat_runs.get(message.seat_id).run.active
+            return bool(active and active.turn_id == message.turn_id and active.interrupt_requested)
+
         try:
-            return self.launchers.launch(seat.launcher, brief)
+            return self.launchers.launch(seat.launcher, brief, should_stop=interrupted)
         except Exception as exc:  # a launcher bug is a failed turn, written down, never a loss
             log.exception("the launcher of %s raised", message.seat_id)
             return Launched(
