@@ -7,11 +7,13 @@ For each N (the smaller sizes are the baseline of the larger ones, in the same r
 database, write an org file (a temp dir) with N seats (a member and a seat each, the embedded
 `noop` launcher, one operator member), build the container (`build_container`) and a
 publish-only Celery app (`create_app(settings, register=False)`, the broker on the SAME
-database), then bring every seat to the steady state: tick once (every seat's `first` turn is
-published), run each published turn in-process through the turns stage (`Turns.run`: the noop
-launcher records `ok`), tick twice more (the seats now wait `idle`; the second of these writes
-nothing). Then, timed, `ControllerTick(container, app, rng=...)(now_ms=...)` -- the
-controller beat task's body -- 1 s apart on the clock it is given:
+database), `gc.freeze()` what exists then (as a worker's pool process does after building its
+container: workers/stages/base.py `ready_pool_process`), then bring every seat to the steady
+state: tick once (every seat's `first` turn is published), run each published turn in-process
+through the turns stage (`Turns.run`: the noop launcher records `ok`), tick twice more (the
+seats now wait `idle`; the second of these writes nothing). Then, timed, `ControllerTick(
+container, app, rng=...)(now_ms=...)` -- the controller beat task's body -- 1 s apart on the
+clock it is given:
 
 - **idle**: `--ticks` steady ticks; each must decide `wait:idle` for every seat, write nothing
   and publish nothing.
@@ -40,9 +42,10 @@ turn, apart from the tick's own. As a cross-check, the server's `INFO commandsta
 each tick is printed too: it counts the commands Lua runs (`seat_run_commit`'s per seat) and
 anything another client of the same server did meanwhile.
 
-`--profile` runs, at the largest N, a few extra ticks of each situation under cProfile and
-prints the top `--top` entries by own time. The database is FLUSHED at the start of every size
-and at the end. Nothing here is imported by `workers/`.
+`--no-gc` turns the cyclic collector off around each timed tick (a diagnosis: how much of a
+tick is the collector). `--profile` runs, at the largest N, a few extra ticks of each situation
+under cProfile and prints the top `--top` entries by own time. The database is FLUSHED at
+the start of every size and at the end. Nothing here is imported by `workers/`.
 """
 
 from __future__ import annotations
@@ -115,7 +118,7 @@ class Meter:
             return many(conn, commands)
 
         cls.send_packed_command = counting_send  # type: ignore[method-assign]
-        cls.send_command = counting_one  # type: ignore[method-assign]
+        cls.send_command = counting_one  # type: ignore[method-assign,assignment]
         cls.pack_commands = counting_many  # type: ignore[method-assign]
 
     def mark(self) -> tuple[int, int]:
@@ -182,8 +185,8 @@ class Series:
         return max(t.seconds for t in self.ticks)
 
     def one(self, name: str) -> int:
-        """A count that must be the same on every tick (or the min-max as a string)."""
-        values = {getattr(t, name) for t in self.ticks}
+        """A count that must be the same on every tick."""
+        values = {int(getattr(t, name)) for t in self.ticks}
         if len(values) != 1:
             raise RuntimeError(f"{self.situation} N={self.n}: {name} varied: {sorted(values)}")
         return values.pop()
@@ -230,7 +233,11 @@ class Series:
 
 def commandstats(client: Any) -> int:
     stats: dict[str, dict[str, int]] = client.info("commandstats")
-    return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
+    total = 0
+    for name, v in stats.items():
+        if name != "cmdstat_info":
+            total += int(v["calls"])
+    return total
 
 
 # --------------------------------------------------------------------------- one size
@@ -267,6 +274,10 @@ class Bench:
                 self.c.redis.script_load(source(name))
         self.seats = [s.member_id for s in self.c.org.current()[0].org.seats]
         assert len(self.seats) == n
+        # As a worker's pool process does once it built its container (workers/stages/base.py
+        # `ready_pool_process`): what lives as long as the process is hidden from the collector.
+        gc.collect()
+        gc.freeze()
         self.steps = {k: Step() for k in ("observe", "commit", "publish")}
         self.sent: list[dict[str, Any]] = []
         sent = self.sent
@@ -275,7 +286,8 @@ class Bench:
             sent.append(message)
             publish(app, task, tracking, message)
 
-        controller_tick.publish = timed(meter, self.steps["publish"], real_publish)  # type: ignore[assignment]
+        counted = timed(meter, self.steps["publish"], real_publish)
+        controller_tick.publish = counted  # type: ignore[attr-defined]
         seat_runs = self.c.seat_runs
         seat_runs.observe = timed(meter, self.steps["observe"], seat_runs.observe)  # type: ignore[method-assign]
         seat_runs.commit = timed(meter, self.steps["commit"], seat_runs.commit)  # type: ignore[method-assign]
@@ -510,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     last: Bench | None = None
     with tempfile.TemporaryDirectory(prefix="seatwire-controller-") as tmp:
         for n in sizes:
+            gc.unfreeze()  # the previous size's container is garbage now
             b = Bench(meter, args.redis_url, n, args.asks, Path(tmp), args.no_gc)
             last = b
             b.steady()

@@ -114,7 +114,8 @@ def violations(source: str, filename: str, package: tuple[str, ...]) -> list[str
             and node.value.id in allowed
             and node.attr not in allowed[node.value.id]
         ):
-            report(node, f"uses {node.value.id}.{node.attr} (only {sorted(allowed[node.value.id])})")
+            only = sorted(allowed[node.value.id])
+            report(node, f"uses {node.value.id}.{node.attr} (only {only} is allowed here)")
         elif isinstance(node, ast.Call):
             func = node.func
             name = (

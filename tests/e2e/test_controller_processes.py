@@ -22,8 +22,8 @@ Each test prints its figures (run with -s to see them).
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
 import sys
 import threading
 import time
@@ -31,6 +31,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ def overlaps(ran: list[dict[str, Any]]) -> list[tuple[str, str]]:
         by_seat.setdefault(r["seat"], []).append(r)
     for seat_runs in by_seat.values():
         ordered = sorted(seat_runs, key=lambda r: r["start"])
-        for a, b in zip(ordered, ordered[1:], strict=False):
+        for a, b in itertools.pairwise(ordered):
             if b["start"] < a["end"]:
                 out.append((a["turn"], b["turn"]))
     return out
@@ -286,10 +287,16 @@ def ticks_done(f: Fleet) -> int:
     )
 
 
-def no_traceback(f: Fleet) -> list[str]:
+def ticks_after(f: Fleet, done: int) -> bool:
+    return ticks_done(f) > done
+
+
+def tracebacks(f: Fleet) -> list[str]:
     """Log files holding a Python traceback (an unexpected error in a process)."""
     return [
-        log.name for log in f.workdir.glob("*.log") if "Traceback" in log.read_text("utf-8", "replace")
+        log.name
+        for log in f.workdir.glob("*.log")
+        if "Traceback" in log.read_text("utf-8", "replace")
     ]
 
 
@@ -324,7 +331,7 @@ def test_a_directed_slack_message_leads_to_exactly_one_turn(
         tally = status(f, "tally")
         with api(f) as http:
             inbox = http.get("/v1/seats/scout/updates").json()
-        logs_with_tracebacks = no_traceback(f)
+        logs_with_tracebacks = tracebacks(f)
     ran = runs(tmp_path, "scout")
     print(
         f"\ncontroller e2e 1: ready {ready_s:.1f} s, message to turn settled {turn_s:.2f} s, "
@@ -371,6 +378,7 @@ def test_the_named_fault_rotates_the_session_at_once(server: RedisServer, tmp_pa
         retried = wait_for("the retry", lambda: settled(f, "scout", 3))
         time.sleep(5 * INTERVAL_S)
         final = status(f, "scout")
+        logs_with_tracebacks = tracebacks(f)
     ran = runs(tmp_path, "scout")
     print(f"\ncontroller e2e 2: runs {[(r['turn'], r['mode'], r['code']) for r in ran]}")
     outcome = failed["turns"][0]["outcome"]
@@ -396,6 +404,7 @@ def test_the_named_fault_rotates_the_session_at_once(server: RedisServer, tmp_pa
     assert (newest["reason"], newest["outcome"]["kind"]) == ("retry", "ok")
     assert final["session"]["sessionId"] == session["sessionId"]
     assert final["streak"] is None and len(final["turns"]) == 3
+    assert logs_with_tracebacks == []
 
 
 def test_three_identical_failures_escalate_once_and_a_success_clears_it(
@@ -433,6 +442,7 @@ def test_three_identical_failures_escalate_once_and_a_success_clears_it(
         time.sleep(10 * INTERVAL_S)
         final = status(f, "scout")
         asks_after = asks_to(f, "scout")
+        logs_with_tracebacks = tracebacks(f)
     print(
         f"\ncontroller e2e 3: failed 3 times in {failed_s:.2f} s, ask in the outbox "
         f"{ask_s:.2f} s later: {ask[0]['body'].splitlines()[0]!r} to "
@@ -454,6 +464,7 @@ def test_three_identical_failures_escalate_once_and_a_success_clears_it(
     assert final["lastDecision"]["reason"] == "idle" and len(final["turns"]) == 4
     assert asks_after == asks_before
     assert [r["code"] for r in runs(tmp_path, "scout")] == [3, 3, 3, 0]
+    assert logs_with_tracebacks == []
 
 
 def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
@@ -500,21 +511,25 @@ def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
                 name = "controller" if kill == 0 else f"controller-k{kill}"
                 streaks.append((status(f, "tally")["streak"] or {}).get("streak", 0))
                 done = ticks_done(f)
-                wait_for("a tick to finish", lambda n=done: ticks_done(f) > n, every=0.01)
+                wait_for("a tick to finish", partial(ticks_after, f, done), every=0.01)
                 f.kill_main(name)  # just after a tick finished: between two ticks
-                time.sleep(1.5)  # ticks pile up on the queue meanwhile: nobody decides
+                time.sleep(1.5)  # nobody decides; the ticks sent meanwhile expire unrun
                 f.spawn(f"controller-k{kill + 1}", CONTROLLER)
             time.sleep(4)
         finally:
             stop.set()
             steerer.join(timeout=15)
-        streaks.append((status(f, "tally")["streak"] or {}).get("streak", 0))
+        with api(f) as http:  # tally would go on retrying by itself: hold both seats
+            for seat in ("scout", "tally"):
+                http.post(f"/v1/seats/{seat}/pause").raise_for_status()
         for seat in ("scout", "tally"):
-            wait_for(f"{seat} settled", lambda s=seat: settled(f, s, 1), timeout=30)
+            wait_for(f"{seat} settled", partial(settled, f, seat, 1), timeout=30)
+        streaks.append((status(f, "tally")["streak"] or {}).get("streak", 0))
         time.sleep(5 * INTERVAL_S)
         finals = {seat: status(f, seat) for seat in ("scout", "tally")}
         ticks = ticks_done(f)
         orphans = f.orphans
+        logs_with_tracebacks = tracebacks(f)
     ran = runs(tmp_path)
     by_seat = Counter(r["seat"] for r in ran)
     print(
@@ -535,3 +550,4 @@ def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
     assert {r["code"] for r in ran if r["seat"] == "tally"} == {3}
     assert finals["tally"]["streak"]["streak"] == by_seat["tally"]  # no failure forgotten
     assert streaks == sorted(streaks) and len(set(streaks)) == len(streaks), streaks
+    assert logs_with_tracebacks == []

@@ -22,7 +22,7 @@ from contracts.messages import WorkEnvelope
 from workers.broker import publish
 from workers.queues import FIRST_TASK, tracking_id_for
 from workers.stages.rows import nonengagement_row
-from workers.stores.journal import Journal
+from workers.stores.journal import Accepted, Journal
 
 IntakeStatus = Literal["new", "requeued", "duplicate", "conflict"]
 
@@ -37,19 +37,7 @@ def intake_report(
     journal: Journal, app: Celery, seat_id: str, report: WorkReport, *, now_ms: int
 ) -> Intake:
     """Journal `report` as seat `seat_id`'s and publish its engagement task."""
-    tracking = tracking_id_for(seat_id, report.id, report.revision)
-    payload = WorkEnvelope(
-        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=now_ms, report=report
-    ).model_dump_json(by_alias=True)
-    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
-    result = journal.accept(
-        tracking,
-        kind="work",
-        seat_id=seat_id,
-        payload=payload,
-        now_ms=now_ms,
-        fingerprint=fingerprint,
-    )
+    tracking, payload, fingerprint, result = _journalled(journal, seat_id, report, now_ms)
     if not result.new and result.fingerprint not in ("", fingerprint):
         return Intake("conflict", tracking)
     if not result.new and not (result.state == "accepted" and not result.enqueued):
@@ -68,19 +56,7 @@ def record_unroutable(
 ) -> Intake:
     """A report that must reach a person but names nobody who could be asked: journalled and
     closed at once with an `unroutable` ledger row that says why, never dropped."""
-    tracking = tracking_id_for(seat_id, report.id, report.revision)
-    payload = WorkEnvelope(
-        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=now_ms, report=report
-    ).model_dump_json(by_alias=True)
-    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
-    result = journal.accept(
-        tracking,
-        kind="work",
-        seat_id=seat_id,
-        payload=payload,
-        now_ms=now_ms,
-        fingerprint=fingerprint,
-    )
+    tracking, _payload, _fingerprint, result = _journalled(journal, seat_id, report, now_ms)
     if not result.new:
         return Intake("duplicate", tracking)
     decision = EngagementDecision(
@@ -95,3 +71,24 @@ def record_unroutable(
     row = nonengagement_row(seat_id, decision, tracking)
     journal.record_decision(tracking, seat_id=seat_id, decision=decision, row=row, now_ms=now_ms)
     return Intake("new", tracking)
+
+
+def _journalled(
+    journal: Journal, seat_id: str, report: WorkReport, now_ms: int
+) -> tuple[str, str, str, Accepted]:
+    """The report journalled under its tracking id: (tracking id, payload, fingerprint, what
+    the journal answered)."""
+    tracking = tracking_id_for(seat_id, report.id, report.revision)
+    payload = WorkEnvelope(
+        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=now_ms, report=report
+    ).model_dump_json(by_alias=True)
+    fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
+    result = journal.accept(
+        tracking,
+        kind="work",
+        seat_id=seat_id,
+        payload=payload,
+        now_ms=now_ms,
+        fingerprint=fingerprint,
+    )
+    return tracking, payload, fingerprint, result
