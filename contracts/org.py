@@ -114,6 +114,14 @@ class CommandLauncher(StrictWire):
     def keeps_sessions(self) -> bool:
         return bool(self.session_args)
 
+    @field_validator("cost_enforcement", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `on` / `off` as a boolean: take it as the word it was.
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return value
+
 
 LauncherSpec = Annotated[NoopLauncher | HttpLauncher | CommandLauncher, Field(discriminator="kind")]
 

@@ -35,7 +35,7 @@ from contracts.controller import (
     TurnOutcome,
     TurnRecord,
 )
-from contracts.org import ControllerOptions, Seat
+from contracts.org import ControllerOptions, Seat, SessionMode
 from contracts.work import Commitment, WorkReport
 from pipeline.controller import Rng, WorkController
 from pipeline.launches import (
@@ -362,7 +362,7 @@ def escalation_report(plan: EscalationPlan, *, target_id: str | None) -> WorkRep
 # ---------------------------------------------------------------------- sessions
 
 
-LaunchMode = Literal["session-id", "resume"]
+LaunchMode = SessionMode  # seed 003's two ways a launch addresses its session
 
 
 @dataclass(frozen=True)

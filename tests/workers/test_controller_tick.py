@@ -343,3 +343,36 @@ def test_a_pause_interrupts_a_running_command_turn(
     c.seat_runs.control("scout", "resume", options=seat.controller)
     tick(c, NOW + 3)
     assert c.seat_runs.get("scout").run.active.reason == "first"  # type: ignore[union-attr]
+
+
+def test_a_claude_turns_usage_and_cost_reach_the_outcome_and_the_spend(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+):
+    """A command turn's stream-json result: session id, model, usage and cost in the outcome;
+    the cost a frame of the seat's (spend under `costEnforcement: on`); permission denials
+    counted by tool name only, the tool's input never kept."""
+    body = (
+        "import json\n"
+        "sid = os.environ['SEATWIRE_SESSION_ID']\n"
+        "print(json.dumps({'type': 'system', 'subtype': 'init', 'model': 'claude-x', "
+        "'session_id': sid}))\n"
+        "print(json.dumps({'type': 'result', 'session_id': sid, 'total_cost_usd': 0.0123, "
+        "'usage': {'input_tokens': 10, 'output_tokens': 5}, 'result': 'done', "
+        "'is_error': False, 'permission_denials': [{'tool_name': 'Bash', "
+        "'tool_use_id': 't1', 'tool_input': {'command': 'cat SECRET-TOKEN'}}]}))"
+    )
+    launcher = program(tmp_path, body).replace(
+        "output: text", "output: claude, costEnforcement: on"
+    )
+    c = make(redis_client, redis_url, tmp_path, org_text(launcher))
+    tick(c, NOW)
+    only_scout(published)
+    assert run_published(c, published, NOW + 1) == ["ok"]
+    run = c.seat_runs.get("scout").run
+    outcome = run.turns[-1].outcome
+    assert run.session is not None and outcome.session_id == run.session.session_id
+    assert outcome.model == "claude-x" and outcome.usage == {"input_tokens": 10, "output_tokens": 5}
+    assert (outcome.cost_micros, outcome.enforcement, outcome.denials) == (12_300, "on", 1)
+    assert "SECRET-TOKEN" not in run.model_dump_json()
+    (frame,) = c.costs.frames("scout")
+    assert (frame.cost_micros, frame.enforcement, frame.turn_id) == (12_300, "on", "scout:turn:1")

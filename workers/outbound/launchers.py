@@ -35,7 +35,13 @@ from pydantic import ValidationError
 from contracts import UpdatesPage
 from contracts.backlog import BacklogEntry
 from contracts.controller import LaunchStreak, SessionRecord, TurnOutcome
-from contracts.org import CommandLauncher, HttpLauncher, LauncherSpec, NoopLauncher
+from contracts.org import (
+    CommandLauncher,
+    HttpLauncher,
+    LauncherSpec,
+    NoopLauncher,
+    SessionMode,
+)
 from pipeline.launches import (
     IDENTICAL_FAILURE_LIMIT,
     classify_launch_failure,
@@ -179,7 +185,7 @@ class Launchers:
     ) -> Launched:
         now = self.clock_ms()
         session: SessionRecord | None = None
-        mode: str | None = None
+        mode: SessionMode | None = None
         rotated: str | None = None
         if spec.keeps_sessions:
             home = spec.home_dir or self.environ.get("HOME", "")
@@ -203,7 +209,7 @@ class Launchers:
             "turnId": brief.turn_id,
             "reason": brief.reason,
         }
-        extra = spec.session_args.get(mode, ()) if mode else ()  # type: ignore[call-overload]
+        extra = spec.session_args.get(mode, ()) if mode else ()
         argv = [_fill(a, values) for a in (*spec.argv, *extra)]
         env = {
             **self.environ,
@@ -244,7 +250,7 @@ class Launchers:
         brief: Brief,
         ran: CommandRun,
         session: SessionRecord | None,
-        mode: str | None,
+        mode: SessionMode | None,
         rotated: str | None,
     ) -> Launched:
         out = ran.output
@@ -285,7 +291,7 @@ class Launchers:
             )
             post = after_launch(
                 session,
-                mode="resume" if mode == "resume" else "session-id",
+                mode=mode,
                 exit_code=ran.exit_code,
                 started_ms=ran.started_ms,
                 ended_ms=ran.ended_ms,
