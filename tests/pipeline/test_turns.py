@@ -224,3 +224,24 @@ def test_status_shows_the_decision_streak_and_turns_newest_first() -> None:
     assert s["streak"]["streak"] == 2 and s["streak"]["signature"] == failed().signature
     assert [t["turnId"] for t in s["turns"]] == ["s:turn:2", "s:turn:1"]
     assert s["lastDecision"]["reason"] in {"retry", "retry_backoff"}
+
+
+def test_every_launch_past_the_limit_escalates_again_not_fresh() -> None:
+    """With room for more failures, the fourth identical one escalates again (not fresh,
+    the next report revision): the guardrails, not a second counter, keep it quiet."""
+    opts = ControllerOptions(max_failures=10)
+    run = SeatRun(seat_id="s")
+    plans = []
+    for i in range(4):
+        at = T + i * 100_000
+        t = tick_seat(run, IDLE, options=opts, now_ms=at, rng=half, republish_after_ms=1)
+        s = settle_turn(
+            started(t.run, at), f"s:turn:{i + 1}", failed(), options=opts, now_ms=at, rng=half
+        )
+        run, plans = s.run, [*plans, s.escalate]
+    third, fourth = plans[2], plans[3]
+    assert third is not None and fourth is not None
+    assert (third.fresh, third.revision) == (True, 1)
+    assert (fourth.fresh, fourth.revision, fourth.streak) == (False, 2, 4)
+    assert run.escalation is not None and run.escalation.count == 2
+    assert escalation_report(fourth, target_id="ava").revision == 2
