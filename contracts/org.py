@@ -61,8 +61,8 @@ class Channel(StrictWire):
 
 
 class NoopLauncher(StrictWire):
-    """The embedded default: the turn is recorded `ok` at once, and the inbox items it was
-    handed are acknowledged on the seat's behalf (it stands in for an agent that read them)."""
+    """The default: the turn is recorded `ok` at once and no agent runs. The inbox is left for
+    the seat to acknowledge (its runtime polling the updates route)."""
 
     kind: Literal["noop"] = "noop"
 

@@ -3,7 +3,8 @@ plus one whose launcher always fails, the controller ticked by hand so that ever
 seen, and each case checked against what it must end as:
 
     scout   a directed Slack message (signed, over HTTP) leads to exactly one turn, reason
-            `notices`; the noop launcher acknowledges the item it was handed
+            `notices`; the demo then acknowledges the item, as scout's agent would over
+            `/v1/seats/scout/updates` (the noop launcher runs no agent)
     tally   nothing is addressed to it: after its first turn it waits, reason `idle`
     relay   its command launcher exits 2 every time: three identical failures, then the
             controller stops it (`failure_limit`) and it escalates, once, to its operator
@@ -121,12 +122,15 @@ def run_controller_demo(
     logging.getLogger("seatwire.turns").setLevel(logging.ERROR)
     seats = [s.member_id for s in container.org.current()[0].org.seats]
     tick = ControllerTick.of(container, app)
+    for seat in seats:  # their agents read the inboxes shown above
+        _acknowledge(http, seat)
     tick()  # every seat's first turn
     first = _settled(http, seats)
     _directed_message(http, slack_secret, wait_resolved)
     for _ in range(4):  # scout's notices; relay's retries until the controller stops it
         tick()
         status = _settled(http, seats)
+        _acknowledge(http, "scout")
     scout, tally, relay = status["scout"], status["tally"], status["relay"]
     scout_turns = [t for t in scout["turns"] if t not in first["scout"]["turns"]]
     escalation = relay["escalation"] or {}
@@ -142,7 +146,7 @@ def run_controller_demo(
             if len(scout_turns) == 1
             else f"{len(scout_turns)} turns",
         ),
-        ("tally", "nothing addressed to it", "wait: idle", _decision(tally)),
+        ("tally", "nothing new for it", "wait: idle", _decision(tally)),
         (
             "relay",
             "its launcher exits 2",
@@ -169,6 +173,13 @@ def run_controller_demo(
         "`seatwire seat status SEAT` against a Redis."
     )
     return failures
+
+
+def _acknowledge(http: httpx.Client, seat: str) -> None:
+    """What a seat's agent does with its inbox: read it, then acknowledge its position."""
+    page = http.get(f"/v1/seats/{seat}/updates").raise_for_status().json()
+    if page["items"]:
+        http.post(f"/v1/seats/{seat}/updates/ack", json={"position": page["position"]})
 
 
 def _decision(status: dict[str, Any]) -> str:

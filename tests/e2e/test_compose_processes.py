@@ -39,15 +39,23 @@ def cluster(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterat
 
 
 def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
-    """compose.yaml runs the ingress, a worker for each stage queue and one for the steward,
-    plus Redis and Flower."""
+    """compose.yaml runs the ingress, a worker for each stage queue, one for the steward, one
+    for the work controller's tick and one for seats' turns, plus Redis and Flower."""
     spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
     services = spec["services"]
     assert {"redis", "ingress", "flower"} <= set(services)
     queues = sorted(
         c[c.index("--queues") + 1] for c in compose_commands().values() if c[1] == "worker"
     )
-    assert queues == ["directedness", "engagement", "guardrails", "send", "steward"]
+    assert queues == [
+        "controller",
+        "directedness",
+        "engagement",
+        "guardrails",
+        "send",
+        "steward",
+        "turns",
+    ]
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
 

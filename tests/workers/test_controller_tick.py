@@ -150,7 +150,9 @@ def test_a_directed_event_leads_to_exactly_one_turn(noop: Container, published: 
     assert run.active is not None and run.active.reason == "notices"
     assert run.last_decision is not None and run.last_decision.reason == "active"
     assert run_published(noop, published, NOW + 3500) == ["ok"]
-    assert noop.inbox.updates("scout").items == ()  # the noop launcher acknowledged it
+    page = noop.inbox.updates("scout")
+    assert len(page.items) == 1  # the noop launcher leaves the inbox to the seat
+    noop.inbox.ack("scout", page.position)  # as the seat's runtime does, over the API
     tick(noop, NOW + 4000)
     assert published.of(Task.TURN) == []
     assert noop.seat_runs.get("quiet").run.last_decision.reason == "idle"  # type: ignore[union-attr]
@@ -163,6 +165,30 @@ def test_a_turn_message_twice_starts_one_turn(noop: Container, published: Publis
     assert run_published(noop, published, NOW + 1)[0] == "ok"
     published.messages[:] = messages
     assert run_published(noop, published, NOW + 2) == ["not_queued", "not_queued"]
+
+
+def test_an_inbox_the_seat_never_acknowledges_stops_it_and_asks_its_operator(
+    noop: Container, published: Published
+):
+    """A noop seat's turns end with its directed item unacknowledged: each counts as a
+    failure, and at the limit the seat stops (`unacknowledged_inbox`) and its operator is
+    asked, once."""
+    tick(noop, NOW)
+    run_published(noop, published, NOW + 1)
+    directed(noop, "scout")
+    t = NOW + 1000
+    for _ in range(12):
+        tick(noop, t)
+        only_scout(published)
+        run_published(noop, published, t + 1)
+        t = max(t + 2, int(noop.seat_runs.get("scout").run.controller.retry_at or 0) + 1)
+    run = noop.seat_runs.get("scout").run
+    assert run.last_decision is not None and run.last_decision.reason == "failure_limit"
+    assert run.escalation is not None
+    assert run.escalation.signature == "controller:unacknowledged_inbox"
+    (ask,) = published.of(Task.ENGAGEMENT)
+    assert ask["report"]["headline"].startswith("3 turns in a row ended without acknowledging")
+    assert ask["report"]["commitment"]["toMemberId"] == "ava"
 
 
 def test_a_queued_turn_nobody_started_is_published_again(noop: Container, published: Published):

@@ -1,9 +1,10 @@
 """The launchers a seat's turn runs with (issue 12 point 5, DESIGN.md section 10), as the org
 file configures them per seat (`launcher: {kind, ...}`):
 
-- `noop`, the embedded default: the turn is `ok` at once, and the inbox page it was handed is
-  acknowledged on the seat's behalf (it stands in for an agent that read its brief; the
-  outcome's detail says so, so nothing is consumed silently).
+- `noop`, the default: the turn is `ok` at once and nothing else happens. The seat's inbox is
+  left for the seat (an agent runtime polling `GET /v1/seats/{seat}/updates`) to acknowledge;
+  a seat that never does is stopped by the controller's unacknowledged-inbox rule, and a
+  person hears of it, rather than its items being consumed by nobody.
 - `http`: the turn's brief is POSTed to an agent runtime. A 2xx reply with `{"outcome": ...}`
   is the outcome; a 202 means the runtime reports it later at
   `POST /v1/seats/{seat}/turns/{turn}/outcome`; anything else is a failed launch with its
@@ -15,8 +16,8 @@ file configures them per seat (`launcher: {kind, ...}`):
   The CLI's structured output gives the session id, model, usage, cost and the number of
   permission denials; never its text, tool arguments or results.
 
-Every launcher returns a `Launched`: the outcome (or None for one reported later), the
-session record as the launch leaves it, and for `noop` the inbox position to acknowledge.
+Every launcher returns a `Launched`: the outcome (or None for one reported later) and the
+session record as the launch leaves it.
 A launcher never raises for a failed launch: every way a launch can fail is an outcome.
 """
 
@@ -82,7 +83,6 @@ class Brief:
 class Launched:
     outcome: TurnOutcome | None  # None: the agent runtime reports it later
     session: SessionRecord | None = None
-    ack_position: int | None = None
 
 
 @dataclass
@@ -110,18 +110,11 @@ class Launchers:
     # ------------------------------------------------------------------ noop
 
     def _noop(self, brief: Brief) -> Launched:
-        page = brief.inbox
-        handed = len(page.items)
-        detail = (
-            f"noop launcher: recorded ok; acknowledged the {handed} inbox item(s) it was handed "
-            f"(up to position {page.position})"
-            if handed
-            else "noop launcher: recorded ok"
+        handed = len(brief.inbox.items)
+        detail = "noop launcher: recorded ok, no agent ran" + (
+            f"; {handed} inbox item(s) left for the seat to acknowledge" if handed else ""
         )
-        return Launched(
-            TurnOutcome(kind="ok", detail=detail, duration_ms=0),
-            ack_position=page.position if handed else None,
-        )
+        return Launched(TurnOutcome(kind="ok", detail=detail, duration_ms=0))
 
     # ------------------------------------------------------------------ http
 

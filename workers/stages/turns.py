@@ -45,7 +45,6 @@ from workers.queues import Task
 from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.report_intake import intake_report, record_unroutable
 from workers.stores.costs import FrameConflict, FrameExpired
-from workers.stores.inbox import AckBeyondLast
 
 log = logging.getLogger("seatwire.turns")
 
@@ -97,11 +96,6 @@ class Turns:
             self.finish(message.seat_id, message.turn_id, outcome)
             return "failed"
         launched = self._launch(seat, run, message)
-        if launched.ack_position is not None:
-            try:
-                c.inbox.ack(message.seat_id, launched.ack_position)
-            except AckBeyondLast as exc:  # cannot happen for a position it was handed
-                log.error("turn %s: %s", message.turn_id, exc)
         if launched.outcome is None:
             log.info(
                 "turn %s accepted by the agent runtime: its outcome comes later", message.turn_id
