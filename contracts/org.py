@@ -172,9 +172,21 @@ class Seat(StrictWire):
         return bool(probe) and probe in {a.strip().lower() for a in (self.member_id, *self.aliases)}
 
 
+class Project(StrictWire):
+    """The project card a seat reads with `get_project` (seed 002): its name, mission, the
+    rules the seats work under, the repository, and when it started (Unix ms)."""
+
+    name: str = Field(default="", max_length=200)
+    mission: str = Field(default="", max_length=4000)
+    rules: tuple[str, ...] = Field(default=(), max_length=100)
+    repository: str | None = Field(default=None, max_length=300)
+    started_at_ms: int | None = Field(default=None, ge=0)
+
+
 class Org(StrictWire):
     """The org file: everything Seatwire knows about the organisation at start."""
 
+    project: Project = Field(default_factory=Project)
     members: tuple[Member, ...]
     channels: tuple[Channel, ...] = ()
     seats: tuple[Seat, ...] = ()

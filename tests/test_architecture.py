@@ -222,8 +222,8 @@ def test_the_checker_allows_pure_code(package: tuple[str, ...], source: str) -> 
 # --------------------------------------------------------------------------- workers/ rooms
 
 # The rooms of workers/, lowest first. A module may import a module of a lower room, or one
-# of its own room; never one above it, nor a room beside it (stages and ingress share a rank
-# and know nothing of each other). The most specific prefix names a module's room.
+# of its own room; never one above it, nor a room beside it (rooms that share a rank know
+# nothing of each other). The most specific prefix names a module's room.
 ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     (
         "foundation",
@@ -245,10 +245,12 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("recovery", 3, ("workers.recovery",)),
     ("container", 3, ("workers.container",)),
     ("stages", 4, ("workers.stages",)),
-    ("ingress", 4, ("workers.ingress",)),
+    # A seat's coordination tools (issue 13): over the stores and the stages they feed.
+    ("tools", 5, ("workers.tools",)),
+    ("ingress", 6, ("workers.ingress",)),
     (
         "runtime",
-        5,
+        7,
         (
             "workers.bootstrap",
             "workers.celery_app",
@@ -395,11 +397,12 @@ def test_the_room_and_cycle_checks_can_fail() -> None:
     graph = {
         "workers.stores.journal": [(3, "workers.stages.send")],
         "workers.stages.send": [(9, "workers.stores.journal")],
-        "workers.ingress.app": [(4, "workers.stages.send")],
+        "workers.stores.ledger": [(4, "workers.outbound.slack")],
     }
     assert room_violations(graph) == [
-        "workers.ingress.app:4: imports workers.stages.send (stages, rank 4) from ingress (rank 4)",
         "workers.stores.journal:3: imports workers.stages.send (stages, rank 4) from stores "
+        "(rank 2)",
+        "workers.stores.ledger:4: imports workers.outbound.slack (outbound, rank 2) from stores "
         "(rank 2)",
     ]
     assert cycles(graph) == [["workers.stages.send", "workers.stores.journal"]]

@@ -96,7 +96,8 @@ def seat_verdicts(tracking_id: str) -> str:
 
 
 def seat_state(seat_id: str) -> str:
-    """A seat's counters: `notices` (directed events ever put in its inbox)."""
+    """A seat's counters: `notices` (directed events ever put in its inbox), and `lastCallMs`
+    (when it last called one of its tools: its contact freshness)."""
     return f"{PREFIX}seat:{seat_id}"
 
 

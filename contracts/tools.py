@@ -1,0 +1,152 @@
+"""The inputs of a seat's coordination tools (issue 13, seed 002's project-tools.json), as
+pydantic models that accept exactly what the seed's input schemas accept
+(`contracts/tool_schemas.py`). Pure data.
+
+Field names are the seed's own (snake_case, as its tools take them). Unknown fields are
+refused where the seed's schema says `additionalProperties: false` (record_work_intent,
+open_decision) and ignored elsewhere, as a JSON Schema validator would. JSON Schema's
+`integer` is an integer (never a boolean, never a float with a fraction); its strings are
+not coerced from numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+MAX_SAFE = 9_007_199_254_740_991
+Cursor = Annotated[StrictStr, Field(max_length=1000)]
+RequestId = Annotated[StrictStr, Field(pattern=r"^[\w-]{1,64}$")]
+DecisionRequestId = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+IssueNumber = Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)]
+DirectionId = Annotated[StrictStr, Field(pattern=r"^[a-f0-9]{64}$")]
+
+
+class ToolInput(BaseModel):
+    """A tool's arguments: unknown ones ignored (the seed's schema allows them)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ClosedToolInput(BaseModel):
+    """A tool's arguments where the seed's schema refuses any other field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GetProject(ToolInput):
+    pass
+
+
+class FindWork(ToolInput):
+    kind: Literal["issue", "pull_request", "milestone"] = "issue"
+    state: Literal["open", "closed"] = "open"
+    label: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = None
+    milestone: Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)] | None = None
+    cursor: Cursor | None = None
+
+
+class FindAgents(ToolInput):
+    name_prefix: Annotated[StrictStr, Field(max_length=100)] | None = None
+    cursor: Cursor | None = None
+
+
+class GetUpdates(ToolInput):
+    ack: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE)] | None = None
+
+
+class SendMessage(ToolInput):
+    to: list[StrictStr]
+    body: StrictStr
+    thread_id: StrictStr | None = None
+    client_message_id: StrictStr
+
+
+class ReadThread(ToolInput):
+    thread_id: StrictStr
+    cursor: Cursor | None = None
+    after_message_id: Annotated[StrictStr, Field(max_length=100)] | None = None
+
+
+class GetIssueCoordination(ToolInput):
+    issue_number: IssueNumber
+    cursor: Cursor | None = None
+
+
+class CoordinateIssue(ToolInput):
+    issue_number: IssueNumber
+    action: Literal["claim", "refresh", "release", "join", "leave", "follow", "unfollow", "report"]
+    client_request_id: RequestId
+    expected_generation: Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)] | None = None
+    work_state: Literal["working", "waiting", "blocked", "paused", "done"] | None = None
+    blocker: Annotated[StrictStr, Field(max_length=500)] | None = None
+
+
+class RecordWorkIntent(ClosedToolInput):
+    intent_id: RequestId
+    client_request_id: RequestId
+    expected_revision: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE - 1)]
+    state: Literal["runnable", "waiting", "blocked", "done", "cancelled"]
+    next_step: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    issue_number: IssueNumber | None = None
+    blocker: Annotated[StrictStr, Field(min_length=1, max_length=500)] | None = None
+
+
+class ListWorkIntents(ToolInput):
+    cursor: Cursor | None = None
+    include_completed: StrictBool | None = None
+
+
+class OpenDecision(ClosedToolInput):
+    client_request_id: DecisionRequestId
+    title: Annotated[StrictStr, Field(min_length=1, max_length=160)]
+    body: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    countdown_seconds: Annotated[StrictInt, Field(gt=0, le=31_536_000)]
+    affected_issues: Annotated[list[IssueNumber], Field(max_length=20)] = Field(
+        default_factory=list
+    )
+
+
+class Vote(ToolInput):
+    direction_id: DirectionId
+    client_request_id: DecisionRequestId
+    expected_revision: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE - 1)]
+    option: Annotated[StrictInt, Field(ge=0, le=1)]
+    reason: Annotated[StrictStr, Field(max_length=280)] = ""
+
+
+class GetDecision(ToolInput):
+    direction_id: DirectionId
+
+
+class ListDecisions(ToolInput):
+    cursor: Annotated[StrictStr, Field(max_length=500)] | None = None
+
+
+class DecideDirection(ToolInput):
+    direction_id: DirectionId
+    client_request_id: DecisionRequestId
+    expected_revision: Annotated[StrictInt, Field(gt=0, le=MAX_SAFE - 1)]
+    action: Literal["resolve_tie", "approve", "reject"]
+    option: Annotated[StrictInt, Field(ge=0, le=1)] | None = None
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+
+
+TOOL_INPUTS: dict[str, type[BaseModel]] = {
+    "get_project": GetProject,
+    "find_work": FindWork,
+    "find_agents": FindAgents,
+    "get_updates": GetUpdates,
+    "send_message": SendMessage,
+    "read_thread": ReadThread,
+    "get_issue_coordination": GetIssueCoordination,
+    "coordinate_issue": CoordinateIssue,
+    "record_work_intent": RecordWorkIntent,
+    "list_work_intents": ListWorkIntents,
+    "open_decision": OpenDecision,
+    "vote": Vote,
+    "get_decision": GetDecision,
+    "list_decisions": ListDecisions,
+    "decide_direction": DecideDirection,
+}
