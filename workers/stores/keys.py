@@ -219,3 +219,68 @@ def seat_run(seat_id: str) -> str:
     """Hash of one seat's work-controller record (workers/stores/seat_runs.py): `rev`, the
     compare-and-set revision, and `doc`, the SeatRun JSON."""
     return f"{PREFIX}ctl:{seat_id}"
+
+
+# ---------------------------------------------------------------- a seat's tools (issue 13)
+# Messages between seats (workers/stores/messages.py).
+
+
+def message(message_id: str) -> str:
+    """Hash of one message between seats: its fields and body."""
+    return f"{PREFIX}msg:{message_id}"
+
+
+def thread(thread_id: str) -> str:
+    """Zset of a thread's message ids, in creation order."""
+    return f"{PREFIX}thread:{thread_id}"
+
+
+def message_request(seat_id: str, client_message_id: str) -> str:
+    """A seat's `client_message_id` -> the message it sent (the send is never repeated)."""
+    return f"{PREFIX}msgreq:{seat_id}:{client_message_id}"
+
+
+def message_rate(seat_id: str) -> str:
+    """Zset of when a seat sent its messages (the 5 s / 60 an hour limits)."""
+    return f"{PREFIX}msgrate:{seat_id}"
+
+
+# Work intents: a seat's durable recovery checkpoints (workers/stores/intents.py).
+
+
+def intents(seat_id: str) -> str:
+    """Hash of a seat's work intents: intent id -> the intent's JSON (with its revision)."""
+    return f"{PREFIX}intent:{seat_id}"
+
+
+def intent_request(seat_id: str, client_request_id: str) -> str:
+    """A seat's `client_request_id` -> the receipt of the intent write it made."""
+    return f"{PREFIX}intentreq:{seat_id}:{client_request_id}"
+
+
+def intent_meta(seat_id: str) -> str:
+    """Hash of a seat's intent counters: `revision` (every write), `runnable` (how many)."""
+    return f"{PREFIX}intent:{seat_id}:meta"
+
+
+# Issue coordination: one owner per repository issue (workers/stores/issues.py).
+
+
+def issue(number: int) -> str:
+    """Hash of one repository issue's coordination: owner, generation, work state, ..."""
+    return f"{PREFIX}issue:{number}"
+
+
+def issue_members(number: int) -> str:
+    """Hash of an issue's participants: seat id -> role (contributor, follower) JSON."""
+    return f"{PREFIX}issue:{number}:members"
+
+
+def issue_log(number: int) -> str:
+    """Stream of an issue's coordination changes, oldest first (capped)."""
+    return f"{PREFIX}issue:{number}:log"
+
+
+def issue_request(seat_id: str, client_request_id: str) -> str:
+    """A seat's `client_request_id` -> the receipt of its coordination call (replays)."""
+    return f"{PREFIX}issuereq:{seat_id}:{client_request_id}"
