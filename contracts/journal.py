@@ -213,6 +213,26 @@ ClaimVerb = Literal[ClaimTakeVerb, ClaimReleaseVerb]
 
 # rate_take: {verb, retryAfterUs}; only `allowed` writes (the ingress's per-source limit).
 RateVerb = Literal["allowed", "limited"]
+# issue_claim/refresh/release/member/report: {verb, receipt} or {refusal, owner, generation};
+# issue_observe: {verb}. Only the outcomes before `unchanged` change the issue.
+IssueVerb = Literal[
+    "claimed",
+    "refreshed",
+    "released",
+    "joined",
+    "left",
+    "followed",
+    "unfollowed",
+    "reported",
+    "unchanged",
+    "owned",
+    "not_owner",
+    "is_owner",
+    "not_participant",
+    "stale",
+    "observed",
+    "older",
+]
 
 ScriptVerb = Literal[
     SendBeginVerb,
@@ -229,6 +249,7 @@ ScriptVerb = Literal[
     BacklogVerb,
     ClaimVerb,
     RateVerb,
+    IssueVerb,
     LeaderVerb,
 ]
 SCRIPT_VERBS: frozenset[ScriptVerb] = frozenset(get_args(ScriptVerb))

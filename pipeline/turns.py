@@ -78,6 +78,8 @@ class Observed:
     notices: int = 0
     backlog_revision: int = 0
     backlog_open: int = 0
+    intents_runnable: int = 0  # the seat's runnable work intents (workers/stores/intents.py)
+    intents_revision: int = 0  # rises on every write that leaves an intent runnable
     pending_deliveries: int = 0
     project: Mapping[str, object] | None = None
 
@@ -116,11 +118,18 @@ DEFAULT_PROJECT: Mapping[str, object] = {"started": True, "paused": False}
 
 
 def news_of(seat_id: str, seen: Observed, *, at_ms: int) -> dict[str, Any]:
-    """Seed 002's news for the controller: each tick's reading is a new observation."""
+    """Seed 002's news for the controller: each tick's reading is a new observation. The
+    seat's durable work is its open backlog and its runnable work intents; its revision, the
+    sum of two counters that only rise, rises with every item added and every write that
+    leaves an intent runnable, so a turn that ended ok handles exactly what it began with."""
+    work = {
+        "runnable": seen.backlog_open > 0 or seen.intents_runnable > 0,
+        "revision": seen.backlog_revision + seen.intents_revision,
+    }
     return {
         "observationId": f"{seat_id}@{at_ms}",
         "project": dict(DEFAULT_PROJECT if seen.project is None else seen.project),
-        "work": {"runnable": seen.backlog_open > 0, "revision": seen.backlog_revision},
+        "work": work,
         "pending": max(0, seen.inbox_last - seen.inbox_acked),
         "acknowledged": seen.inbox_acked,
         "project_only": False,

@@ -260,6 +260,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.steward_cli",
             "workers.steward_demo",
             "workers.seat_cli",
+            "workers.mcp_cli",
             "workers.controller_demo",
         ),
     ),

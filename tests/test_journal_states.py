@@ -180,6 +180,22 @@ HASH_FIELDS = frozenset(
         "notices",
         "item",
         "row",
+        # issue coordination (issue_*.lua): the issue, its request receipts, its observation
+        "owner",
+        "generation",
+        "refreshedAtMs",
+        "workState",
+        "blocker",
+        "reportedBy",
+        "reportedAtMs",
+        "reports",
+        "receipt",
+        "githubState",
+        "title",
+        "sourceUpdatedAtMs",
+        "observedAtMs",
+        "reconcile",
+        "threadId",  # a seat message (message_send)
     }
 )
 TEXT_FRAGMENTS = frozenset(

@@ -31,8 +31,11 @@ from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
+from workers.stores.intents import Intents
+from workers.stores.issues import Issues
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.stores.messages import Messages
 from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
 from workers.stores.seat_runs import SeatRuns
@@ -118,6 +121,9 @@ def build_container(
         overrides=Overrides(client),
         claims=Claims(client),
         seat_runs=SeatRuns(client),
+        issues=Issues(client),
+        intents=Intents(client),
+        messages=Messages(client),
         app=app,
     )
 

@@ -1,5 +1,5 @@
 """The `seatwire` command: up, demo, worker, ingress, beat (and beat status), dlq, steward,
-objectives, schema."""
+objectives, seat and seats, mcp, schema."""
 
 from __future__ import annotations
 
@@ -431,6 +431,15 @@ def _seat_commands() -> None:
 
 
 _seat_commands()
+
+
+def _mcp_command() -> None:
+    from workers.mcp_cli import mcp_command
+
+    cli.command("mcp")(mcp_command)
+
+
+_mcp_command()
 
 
 def main() -> None:

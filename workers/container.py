@@ -20,8 +20,11 @@ from workers.stores.costs import Costs
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
+from workers.stores.intents import Intents
+from workers.stores.issues import Issues
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.stores.messages import Messages
 from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
 from workers.stores.seat_runs import SeatRuns
@@ -45,4 +48,7 @@ class Container:
     overrides: Overrides
     claims: Claims
     seat_runs: SeatRuns
+    issues: Issues
+    intents: Intents
+    messages: Messages
     app: Celery | None = None

@@ -5,7 +5,8 @@ journalled AND enqueued (accept.py).
 Where each concern lives:
 
 - routes: v1.py (`/v1`, behind one bearer-token dependency), slack.py and github.py (plain
-  Starlette routes), ops.py (`/healthz`, `/readyz`, `/metrics`);
+  Starlette routes), ops.py (`/healthz`, `/readyz`, `/metrics`), mcp.py (`/mcp`, the tools
+  over MCP's streamable HTTP; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it;
 - 503: `Unavailable` (journal/enqueue over budget or failed) and every error in
   `UNAVAILABLE` (Redis, broker, sockets): one handler, 503 with Retry-After, never a 2xx;
@@ -24,6 +25,7 @@ from celery import Celery
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.middleware import Middleware
+from starlette.routing import Route
 
 from workers.clock import now_ms
 from workers.container import Container
@@ -31,6 +33,7 @@ from workers.ingress import backlog, costs, objectives, seats, steward, tools, v
 from workers.ingress.deps import IngressDeps
 from workers.ingress.github import github_events
 from workers.ingress.http import UNAVAILABLE, Refusal, Unavailable, refused, unavailable
+from workers.ingress.mcp import McpEndpoint
 from workers.ingress.metrics import RequestMetrics, RouteLabels
 from workers.ingress.ops import router as ops_router
 from workers.ingress.providers import provider_paths
@@ -70,7 +73,9 @@ class IngressApp(FastAPI):
 
 @asynccontextmanager
 async def lifespan(api: FastAPI) -> AsyncIterator[None]:
-    yield
+    endpoint: McpEndpoint = api.state.mcp
+    async with endpoint.run():
+        yield
     deps: IngressDeps = api.state.deps
     await deps.intake.aclose()
     if deps.limiter is not None:
@@ -101,6 +106,7 @@ def create_ingress(
         ],
     )
     api.state.deps = deps
+    api.state.mcp = McpEndpoint(deps)
     api.include_router(v1.router)
     api.include_router(objectives.router)
     api.include_router(costs.router)
@@ -110,5 +116,6 @@ def create_ingress(
     api.include_router(tools.router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
+    api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: GET, POST, DELETE
     api.include_router(ops_router)
     return api

@@ -4,13 +4,17 @@ handler answers. See providers.py for the order of checks."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
+import redis
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from contracts import Candidate
+from pipeline.issues import observation_of
 from pipeline.normalise import Skipped
 from pipeline.normalise.github import normalise_github
 from pipeline.signatures import Refused, verify_github
@@ -43,6 +47,9 @@ GITHUB_EVENTS = frozenset(
 # would read of it) is journalled as skipped with its reason and answered 200.
 
 
+log = logging.getLogger("seatwire.ingress")
+
+
 async def github_events(request: Request) -> Response:
     """GitHub webhooks: X-Hub-Signature-256, deduped by X-GitHub-Delivery, ping."""
     deps = deps_of(request)
@@ -53,7 +60,27 @@ async def github_events(request: Request) -> Response:
     if event == "ping":
         return pong()
     outcome = normalise(event, body, delivery, deps)
-    return await accept_outcome(deps, outcome, skip_as=f"github:{delivery}", source="github")
+    answer = await accept_outcome(deps, outcome, skip_as=f"github:{delivery}", source="github")
+    await observe_issue(deps, event, body)
+    return answer
+
+
+async def observe_issue(deps: IngressDeps, event: str, body: Any) -> None:
+    """What the event says of an issue or pull request number of the project's repository,
+    for `get_issue_coordination`'s `githubObservation` (the newest GitHub update wins). An
+    observation that cannot be written is logged: the event itself is already journalled."""
+    repository = deps.container.org.current()[0].org.project.repository
+    observed = (
+        observation_of(event, body, repository=repository, received_at_ms=deps.clock_ms())
+        if isinstance(body, dict)
+        else None
+    )
+    if observed is None:
+        return
+    try:
+        await run_in_threadpool(deps.container.issues.observe, observed)
+    except redis.RedisError as exc:
+        log.warning("could not record the GitHub observation of #%s: %s", observed.number, exc)
 
 
 def verify(request: Request, raw: bytes, deps: IngressDeps) -> None:

@@ -284,3 +284,8 @@ def issue_log(number: int) -> str:
 def issue_request(seat_id: str, client_request_id: str) -> str:
     """A seat's `client_request_id` -> the receipt of its coordination call (replays)."""
     return f"{PREFIX}issuereq:{seat_id}:{client_request_id}"
+
+
+def issue_observed(number: int) -> str:
+    """Hash of what the inbound stream saw of one issue number on GitHub (newest version)."""
+    return f"{PREFIX}issue:{number}:github"

@@ -10,8 +10,9 @@ beats, a redelivered tick or a worker killed between decide and enqueue: beginni
 a write of the seat's record, and only one such write can follow a given read.
 
 `observe` reads what a tick needs of many seats in a bounded number of round trips (two,
-whatever the number of seats): the records and every news input pipelined, then the states of
-the seats' recent asks (the pending deliveries) in a second pipeline.
+whatever the number of seats): the records and every news input (the inbox, the notices, the
+backlog, the work intents' counters) pipelined, then the states of the seats' recent asks (the
+pending deliveries) in a second pipeline.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from contracts.org import ControllerOptions
 from pipeline.turns import Control, Observed, apply_control
 from workers.stores import keys
 from workers.stores.backlog import REVISION_FIELD
+from workers.stores.intents import RUNNABLE_FIELD, WORK_FIELD
 from workers.stores.scripts import script, text
 
 DELIVERY_WINDOW_MS = 3_600_000  # a seat's asks this recent may still be on their way
@@ -96,18 +98,19 @@ class SeatRuns:
             pipe.hget(keys.seat_state(seat), "notices")
             pipe.hget(keys.backlog(seat), REVISION_FIELD)
             pipe.zcard(keys.backlog_open(seat))
+            pipe.hmget(keys.intent_meta(seat), [RUNNABLE_FIELD, WORK_FIELD])
             pipe.zrevrangebyscore(
                 keys.by_seat(seat), "+inf", now_ms - DELIVERY_WINDOW_MS, start=0, num=DELIVERY_SCAN
             )
         replies = pipe.execute()
         started, paused = replies[0]
         project = {"started": _flag(started, True), "paused": _flag(paused, False)}
-        per_seat = [replies[1 + 6 * i : 7 + 6 * i] for i in range(len(seat_ids))]
-        ops = [[text(o) for o in reply[5]] for reply in per_seat]
+        per_seat = [replies[1 + 7 * i : 8 + 7 * i] for i in range(len(seat_ids))]
+        ops = [[text(o) for o in reply[6]] for reply in per_seat]
         states = self._op_states([o for seat_ops in ops for o in seat_ops])
         out: list[tuple[Read, Observed]] = []
         for seat, reply, seat_ops in zip(seat_ids, per_seat, ops, strict=True):
-            (rev, doc), (last, acked), notices, revision, open_items, _ = reply
+            (rev, doc), (last, acked), notices, revision, open_items, work, _ = reply
             out.append(
                 (
                     _read(seat, rev, doc),
@@ -117,6 +120,8 @@ class SeatRuns:
                         notices=_int(notices),
                         backlog_revision=_int(revision),
                         backlog_open=int(open_items),
+                        intents_runnable=_int(work[0]),
+                        intents_revision=_int(work[1]),
                         pending_deliveries=sum(states.get(o) in IN_FLIGHT for o in seat_ops),
                         project=project,
                     ),

@@ -1,0 +1,205 @@
+"""A seat's coordination tools as an MCP server (issue 13): the same registry the HTTP tool
+routes serve (workers/tools/), on the official MCP SDK's low-level `Server`.
+
+Two transports, one server:
+
+- streamable HTTP at `/mcp` on the ingress (`McpEndpoint`, mounted by app.py). Every HTTP
+  request is authenticated before the SDK sees it: `Authorization: Bearer <the API token>`
+  (401 otherwise) and `X-Seatwire-Seat: <seat id or alias>` naming the seat the call acts as
+  (401 when missing, 404 when the org has no such seat). The session manager is stateless:
+  the seat comes with each request's headers, so nothing is kept between requests and any
+  ingress process can answer any request (all state is in Redis);
+- stdio, `seatwire mcp --seat SEAT` (workers/mcp_cli.py): one process, one seat.
+
+`tools/list` answers exactly the seed's tools (contracts/tool_schemas.py): its names in its
+order, its input schemas verbatim, `execution` as the seed has it. A seed tool Seatwire does
+not serve yet is listed with a description that says so; calling it is the `not_implemented`
+tool error. `tools/call` runs the tool in a worker thread (its Redis I/O blocks) and answers
+its result as JSON text (and as `structuredContent`); a `ToolError` is a result with `isError`
+whose text is the error's JSON; anything else is logged with its traceback and answered as
+the `internal_error` tool error, nothing more said.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from celery import Celery
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from contracts import Seat
+from contracts.tool_schemas import EXECUTION, INPUT_SCHEMAS, TOOL_NAMES
+from workers.container import Container
+from workers.ingress.deps import IngressDeps
+from workers.ingress.http import UNAVAILABLE, Refusal, problem
+from workers.tools import ToolContext, ToolError, call, load
+
+log = logging.getLogger(__name__)
+
+SEAT_HEADER = "X-Seatwire-Seat"
+SCOPE_SEAT = "seatwire.seat"  # where McpEndpoint leaves the authenticated seat for the tools
+SERVER_NAME = "seatwire"
+INSTRUCTIONS = (
+    "Seatwire's coordination tools for this seat: the project card, updates and acks, "
+    "messages, issue claims, work intents and decisions. Every call acts as the seat you "
+    "connected as."
+)
+INTERNAL_ERROR = {
+    "error": "internal_error",
+    "message": "the tool failed inside Seatwire; nothing more is known here (the server "
+    "logged it): try again later",
+}
+
+# The calling seat of one MCP request (from the HTTP headers, or the one stdio seat).
+SeatOf = Callable[[ServerRequestContext[Any, Any]], Seat]
+
+
+def listed_tools() -> list[types.Tool]:
+    """The seed's tools, in its order, with its input schemas, as `tools/list` answers them."""
+    registry = load()
+    execution = types.ToolExecution.model_validate(EXECUTION)
+    tools = []
+    for name in TOOL_NAMES:
+        found = registry.get(name)
+        description = (
+            found.description
+            if found is not None
+            else f"Not served yet: {name} is one of the seed's tools that Seatwire does not "
+            "serve yet; calling it answers the not_implemented tool error and does nothing."
+        )
+        tools.append(
+            types.Tool(
+                name=name,
+                description=description,
+                input_schema=INPUT_SCHEMAS[name],
+                execution=execution,
+            )
+        )
+    return tools
+
+
+def _result(body: dict[str, Any], *, error: bool) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+        structured_content=body,
+        is_error=error,
+    )
+
+
+def build_server(
+    container: Container, app: Celery, seat_of: SeatOf, *, clock_ms: Callable[[], int]
+) -> Server[Any]:
+    """The MCP server of the tools, each call as `seat_of(ctx)` at `clock_ms()`."""
+    tools = listed_tools()
+
+    async def on_list_tools(
+        _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            seat = seat_of(ctx)
+            tool_ctx = ToolContext(container, app, seat, clock_ms())
+            result = await anyio.to_thread.run_sync(call, tool_ctx, params.name, params.arguments)
+        except ToolError as exc:
+            return _result(exc.to_wire(), error=True)
+        except Exception:
+            log.exception("MCP tool %s failed", params.name)
+            return _result(dict(INTERNAL_ERROR), error=True)
+        return _result(result, error=False)
+
+    return Server(
+        SERVER_NAME,
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=INPUT_SCHEMAS.get,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+def http_seat(ctx: ServerRequestContext[Any, Any]) -> Seat:
+    """The seat `McpEndpoint` authenticated for the HTTP request that carried this call."""
+    request = ctx.request
+    seat = None if request is None else request.scope.get(SCOPE_SEAT)
+    if not isinstance(seat, Seat):
+        raise RuntimeError("an MCP call reached the tools without an authenticated seat")
+    return seat
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`: the bearer token and the seat header checked (401, 404) before
+    the SDK's streamable HTTP transport sees the request. `run()` is the app's lifespan part:
+    a session manager can run only once, so each run gets a new one (and a request served
+    without the lifespan runs one of its own)."""
+
+    def __init__(self, deps: IngressDeps) -> None:
+        self.deps = deps
+        self.server = build_server(deps.container, deps.celery, http_seat, clock_ms=deps.clock_ms)
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    def _new_manager(self) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        manager = self._new_manager()
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    def authenticate(self, headers: Headers) -> Seat:
+        """The seat the request acts as; a Refusal (401 or 404) otherwise."""
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), self.deps.token
+        ):
+            raise Refusal(problem(401, "unauthorized", "a valid bearer token is required"))
+        ident = headers.get(SEAT_HEADER, "").strip()
+        if not ident:
+            raise Refusal(
+                problem(
+                    401,
+                    "seat_required",
+                    f"the {SEAT_HEADER} header must name the seat this session acts as "
+                    "(its member id or alias)",
+                )
+            )
+        return self.deps.seat(ident)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            if scope["type"] != "http":
+                raise Refusal(problem(404, "not_found", "MCP is served over HTTP here"))
+            scope[SCOPE_SEAT] = self.authenticate(Headers(scope=scope))
+        except Refusal as refusal:
+            await refusal.response(scope, receive, send)
+            return
+        except UNAVAILABLE as exc:  # the org's view unreadable: the ingress's one 503
+            await problem(503, "unavailable", str(exc))(scope, receive, send)
+            return
+        if self._manager is not None:
+            await self._manager.handle_request(scope, receive, send)
+            return
+        # Served without the app's lifespan (uvicorn's `lifespan="off"`): stateless, a request
+        # needs nothing that outlives it, so it gets a session manager of its own.
+        manager = self._new_manager()
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
