@@ -6,12 +6,12 @@ Field names are the seed's own (snake_case, as its tools take them). Unknown fie
 refused where the seed's schema says `additionalProperties: false` (record_work_intent,
 open_decision) and ignored elsewhere, as a JSON Schema validator would. JSON Schema's
 `integer` is an integer (never a boolean, never a float with a fraction); its strings are
-not coerced from numbers.
+not coerced from numbers. `ToolError` is how any tool refuses (the pure rules raise it too).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -21,6 +21,33 @@ RequestId = Annotated[StrictStr, Field(pattern=r"^[\w-]{1,64}$")]
 DecisionRequestId = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 IssueNumber = Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)]
 DirectionId = Annotated[StrictStr, Field(pattern=r"^[a-f0-9]{64}$")]
+
+
+class ToolError(Exception):
+    """A refused call: `code` (stable), `message` (what is wrong and how to fix it), the
+    `field` it is about, the HTTP `status`, and any facts the caller needs (`extra`)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        status: int = 400,
+        **extra: Any,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.status = status
+        self.extra = extra
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return {**body, **self.extra}
 
 
 class ToolInput(BaseModel):

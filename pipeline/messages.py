@@ -25,6 +25,7 @@ from typing import Any
 
 from contracts import Candidate, InboxItem
 from contracts.inbound import CandidateIds, MessagePart
+from contracts.tools import ToolError
 from pipeline.send_gate import find_credentials
 
 MAX_RECIPIENTS = 20
@@ -40,19 +41,13 @@ SURFACE = "seat_message"
 CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class Refused(Exception):
-    """A request the rules refuse: a stable `code`, the `field`, a message naming the fix,
-    the HTTP `status`, and facts the caller needs (`extra`)."""
+# A refusal of these rules is the tools' own error, 422 unless said otherwise.
+Refused = ToolError
 
-    def __init__(
-        self, code: str, message: str, *, field: str, status: int = 422, **extra: Any
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
-        self.status = status
-        self.extra = extra
+
+def refused(code: str, message: str, *, field: str, status: int = 422, **extra: Any) -> ToolError:
+    """A refusal naming its field (422 by default)."""
+    return ToolError(code, message, field=field, status=status, **extra)
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,7 @@ def fingerprint(recipients: Iterable[str], body: str, thread_id: str | None) -> 
 
 def check_client_message_id(value: str) -> None:
     if CLIENT_ID.fullmatch(value) is None:
-        raise Refused(
+        raise refused(
             "invalid_client_message_id",
             "client_message_id: use 1 to 64 letters, digits, hyphens or underscores "
             f"(got {len(value)} characters{_first_bad(value)}); make one up per message and "
@@ -96,11 +91,11 @@ def _first_bad(value: str) -> str:
 
 def check_body(body: str) -> None:
     if not body.strip():
-        raise Refused(
+        raise refused(
             "empty_body", "body: the message is empty; write 1 to 2000 characters", field="body"
         )
     if len(body) > MAX_BODY:
-        raise Refused(
+        raise refused(
             "body_too_long",
             f"body: {len(body)} characters is more than {MAX_BODY}; shorten it or split it "
             "into several messages (one every 5 seconds)",
@@ -111,7 +106,7 @@ def check_body(body: str) -> None:
     hits = find_credentials(body)
     if hits:
         listed = "; ".join(f"{h.kind} ({h.shown})" for h in hits[:3])
-        raise Refused(
+        raise refused(
             "credential_in_body",
             f"body: it holds a credential ({listed}); a secret sent to other agents is "
             "leaked, so nothing was sent: remove it and send again",
@@ -123,13 +118,13 @@ def check_recipients(to: Sequence[str], sender: str, seat_ids: Collection[str]) 
     """The recipients of a send by `sender` among the org's `seat_ids`; message_id and
     fingerprint are filled in by `plan`."""
     if not to:
-        raise Refused(
+        raise refused(
             "no_recipients",
             "to: name 1 to 20 agent ids (from find_agents)",
             field="to",
         )
     if len(to) > MAX_RECIPIENTS:
-        raise Refused(
+        raise refused(
             "too_many_recipients",
             f"to: {len(to)} agent ids is more than {MAX_RECIPIENTS}; send to at most "
             f"{MAX_RECIPIENTS} (split the list, or start a thread and reply to the rest)",
@@ -137,7 +132,7 @@ def check_recipients(to: Sequence[str], sender: str, seat_ids: Collection[str]) 
             limit=MAX_RECIPIENTS,
         )
     if PROJECT in to and PROJECT not in seat_ids:
-        raise Refused(
+        raise refused(
             "project_send_not_allowed",
             'to: ["project"] sends to the whole project only for agents of admins, and the '
             "org file names no admins; name the agents (their ids from find_agents), at most "
@@ -147,7 +142,7 @@ def check_recipients(to: Sequence[str], sender: str, seat_ids: Collection[str]) 
         )
     unknown = sorted({t for t in to if t not in seat_ids})
     if unknown:
-        raise Refused(
+        raise refused(
             "unknown_recipient",
             f"to: {', '.join(repr(u) for u in unknown)} {'is' if len(unknown) == 1 else 'are'}"
             " not an agent of this project; use the ids find_agents returns",
@@ -159,7 +154,7 @@ def check_recipients(to: Sequence[str], sender: str, seat_ids: Collection[str]) 
         if t != sender:
             seen.setdefault(t)
     if not seen:
-        raise Refused(
+        raise refused(
             "only_yourself",
             "to: you named only yourself, and your own message is never delivered to you; "
             "name the agents it is for",
@@ -267,14 +262,14 @@ def inbox_item(doc: dict[str, Any], parent_author: str | None) -> InboxItem:
     )
 
 
-def rate_refusal(now_ms: int, interval_at_ms: int, hourly_at_ms: int) -> Refused:
+def rate_refusal(now_ms: int, interval_at_ms: int, hourly_at_ms: int) -> ToolError:
     """The 429 for a send the rate limits hold back: when the next one is allowed."""
     next_at = max(interval_at_ms, hourly_at_ms, now_ms)
     if hourly_at_ms >= interval_at_ms:
         why = f"you sent {HOURLY_LIMIT} messages in the last hour"
     else:
         why = "you sent a message less than 5 seconds ago"
-    return Refused(
+    return refused(
         "rate_limited",
         f"{why}; nothing was sent: send again (with the same client_message_id) at "
         f"{next_at} (Unix ms), in {next_at - now_ms} ms",
@@ -301,13 +296,13 @@ def decode_cursor(cursor: str, thread_id: str) -> int:
     except (ValueError, TypeError, binascii.Error):
         ok = False
     if not ok:
-        raise Refused(
+        raise refused(
             "invalid_cursor",
             "cursor: not a cursor read_thread gave; pass the `next` of the previous page",
             field="cursor",
         )
     if got_thread != thread_id:
-        raise Refused(
+        raise refused(
             "invalid_cursor",
             "cursor: it continues another thread; pass the `next` of this thread's last page",
             field="cursor",

@@ -20,9 +20,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from workers.errors import ConfigError
-from workers.settings import Settings
-
 if TYPE_CHECKING:
     from celery import Celery
 
@@ -38,30 +35,16 @@ def _refuse(message: object) -> NoReturn:
 
 
 def _container() -> tuple[Container, Celery]:
-    """The workers' container on the configured Redis, its Redis answering (as the steward's
-    commands build theirs, workers/steward_cli.py, with the refusals on stderr)."""
-    from workers import bootstrap
-    from workers.celery_app import create_app
+    """The workers' container on the configured Redis, with the refusals on stderr."""
+    from workers.steward_cli import redis_container
 
-    try:
-        settings = Settings()
-        settings.check()
-    except (ConfigError, ValueError) as exc:
-        _refuse(exc)
-    if settings.embedded:
-        _refuse(
-            "the seats' tools keep their state in Redis: set SEATWIRE_REDIS_URL (an embedded "
-            "`seatwire up` serves them at /mcp on its own ingress)"
-        )
-    try:
-        app = create_app(settings, register=False)
-        container = bootstrap.build_container(settings, app=app)
-        container.redis.ping()
-    except ConfigError as exc:
-        _refuse(exc)
-    except Exception as exc:
-        _refuse(f"Redis at {settings.redis_url} does not answer: {exc}")
-    return container, app
+    container = redis_container(
+        _refuse,
+        embedded="the seats' tools keep their state in Redis: set SEATWIRE_REDIS_URL (an "
+        "embedded `seatwire up` serves them at /mcp on its own ingress)",
+    )
+    assert container.app is not None  # redis_container builds it with its app
+    return container, container.app
 
 
 def mcp_command(

@@ -17,6 +17,7 @@ there is no state outside the running process, so they refuse with that reason.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, NoReturn
 
 import typer
@@ -52,6 +53,14 @@ def _refuse(message: object) -> NoReturn:
 
 def _container() -> Container:
     """The workers' container on the configured Redis, its Redis answering."""
+    return redis_container(
+        _refuse, embedded="the steward's state lives in Redis: set SEATWIRE_REDIS_URL"
+    )
+
+
+def redis_container(refuse: Callable[[object], NoReturn], *, embedded: str) -> Container:
+    """The workers' container (its `app` set) on the configured Redis, its Redis answering;
+    `refuse` says why not (a bad setting, embedded mode: `embedded`, Redis not answering)."""
     from workers import bootstrap
     from workers.celery_app import create_app
 
@@ -59,16 +68,16 @@ def _container() -> Container:
         settings = Settings()
         settings.check()
     except (ConfigError, ValueError) as exc:
-        _refuse(exc)
+        refuse(exc)
     if settings.embedded:
-        _refuse("the steward's state lives in Redis: set SEATWIRE_REDIS_URL")
+        refuse(embedded)
     try:
         container = bootstrap.build_container(settings, app=create_app(settings, register=False))
         container.redis.ping()
     except ConfigError as exc:
-        _refuse(exc)
+        refuse(exc)
     except Exception as exc:
-        _refuse(f"Redis at {settings.redis_url} does not answer: {exc}")
+        refuse(f"Redis at {settings.redis_url} does not answer: {exc}")
     return container
 
 

@@ -21,7 +21,9 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import Seat
 from contracts.tool_schemas import INPUT_SCHEMAS, TOOL_NAMES
-from contracts.tools import TOOL_INPUTS
+from contracts.tools import TOOL_INPUTS, ToolError
+
+__all__ = ["REGISTRY", "Tool", "ToolContext", "ToolError", "call", "tool", "validate"]
 from workers.container import Container
 from workers.stores import keys
 
@@ -34,33 +36,6 @@ class ToolContext:
     app: Celery
     seat: Seat
     now_ms: int
-
-
-class ToolError(Exception):
-    """A refused call: `code` (stable), `message` (what is wrong and how to fix it), the
-    `field` it is about, the HTTP `status`, and any facts the caller needs (`extra`)."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        field: str | None = None,
-        status: int = 400,
-        **extra: Any,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
-        self.status = status
-        self.extra = extra
-
-    def to_wire(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.code, "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return {**body, **self.extra}
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -19,16 +19,6 @@ from pipeline import messages as rules
 from workers.tools.base import ToolContext, ToolError, tool
 
 
-def _error(refused: rules.Refused) -> ToolError:
-    return ToolError(
-        refused.code,
-        refused.message,
-        field=refused.field,
-        status=refused.status,
-        **refused.extra,
-    )
-
-
 def _unknown_thread(thread_id: str, field: str) -> ToolError:
     return ToolError(
         "unknown_thread",
@@ -53,17 +43,14 @@ def _unknown_thread(thread_id: str, field: str) -> ToolError:
 def send_message(ctx: ToolContext, args: SendMessage) -> dict[str, Any]:
     sender = ctx.seat.member_id
     seat_ids = {s.member_id for s in ctx.container.org.current()[0].org.seats}
-    try:
-        out = rules.plan(
-            sender=sender,
-            to=args.to,
-            body=args.body,
-            thread_id=args.thread_id,
-            client_message_id=args.client_message_id,
-            seat_ids=seat_ids,
-        )
-    except rules.Refused as exc:
-        raise _error(exc) from None
+    out = rules.plan(
+        sender=sender,
+        to=args.to,
+        body=args.body,
+        thread_id=args.thread_id,
+        client_message_id=args.client_message_id,
+        seat_ids=seat_ids,
+    )
     store = ctx.container.messages
     parent = None
     if args.thread_id is not None:
@@ -90,7 +77,7 @@ def send_message(ctx: ToolContext, args: SendMessage) -> dict[str, Any]:
     if sent.verb == "unknown":
         raise _unknown_thread(args.thread_id or "", "thread_id")
     if sent.verb == "limited":
-        raise _error(rules.rate_refusal(ctx.now_ms, sent.interval_at_ms, sent.hourly_at_ms))
+        raise rules.rate_refusal(ctx.now_ms, sent.interval_at_ms, sent.hourly_at_ms)
     assert sent.receipt is not None
     if sent.verb == "conflict":
         raise ToolError(
@@ -129,10 +116,7 @@ def read_thread(ctx: ToolContext, args: ReadThread) -> dict[str, Any]:
     thread_id = parent.thread_id
     after: int | None = None
     if args.cursor is not None:
-        try:
-            after = rules.decode_cursor(args.cursor, thread_id)
-        except rules.Refused as exc:
-            raise _error(exc) from None
+        after = rules.decode_cursor(args.cursor, thread_id)
     elif args.after_message_id is not None:
         after = store.place(thread_id, args.after_message_id)
         if after is None:
