@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from workers.clock import now_ms
 from workers.container import Container
-from workers.ingress import backlog, costs, objectives, seats, steward, tools, v1
+from workers.ingress import backlog, costs, decisions, objectives, seats, steward, tools, v1
 from workers.ingress.deps import IngressDeps
 from workers.ingress.github import github_events
 from workers.ingress.http import UNAVAILABLE, Refusal, Unavailable, refused, unavailable
@@ -114,6 +114,7 @@ def create_ingress(
     api.include_router(steward.router)
     api.include_router(seats.router)
     api.include_router(tools.router)
+    api.include_router(decisions.router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
     api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: GET, POST, DELETE

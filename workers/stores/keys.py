@@ -289,3 +289,32 @@ def issue_request(seat_id: str, client_request_id: str) -> str:
 def issue_observed(number: int) -> str:
     """Hash of what the inbound stream saw of one issue number on GitHub (newest version)."""
     return f"{PREFIX}issue:{number}:github"
+
+
+# Project directions: decisions with two options, votes, a deadline (workers/stores/decisions.py).
+
+
+def direction(direction_id: str) -> str:
+    """Hash of one project direction: its frozen policy, deadline, votes, tally, result."""
+    return f"{PREFIX}dir:{direction_id}"
+
+
+DIRECTIONS = f"{PREFIX}dir:index"  # zset of every direction id (score 0: id order)
+
+
+def direction_request(actor_id: str, client_request_id: str) -> str:
+    """An actor's `client_request_id` -> the receipt of its direction call (replays)."""
+    return f"{PREFIX}dirreq:{actor_id}:{client_request_id}"
+
+
+# GitHub work summaries the inbound stream observed, for `find_work` (workers/stores/work.py).
+
+
+def work_item(kind: str, number: int) -> str:
+    """Hash of one observed GitHub issue, pull request or milestone's summary."""
+    return f"{PREFIX}work:{kind}:{number}"
+
+
+def work_index(kind: str, state: str) -> str:
+    """Zset of the observed items of one kind in one state, by number."""
+    return f"{PREFIX}work:{kind}:{state}"
