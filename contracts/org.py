@@ -106,6 +106,9 @@ class CommandLauncher(StrictWire):
         default=None, description="where the CLI keeps its transcripts (default: $HOME)"
     )
     env: dict[str, str] = Field(default_factory=dict)
+    # Where to write, before each launch, an MCP config that hands the CLI the seat's tools
+    # (`seatwire mcp --seat SEAT` over stdio); `{mcpConfig}` in argv is its path.
+    mcp_config: str | None = Field(default=None, min_length=1, max_length=1000)
     # What the CLI's reported cost is: `on` only when it is money actually charged (API
     # billing); a subscription's estimate is `shadow`, recorded and never counted as spend.
     cost_enforcement: Enforcement = "shadow"

@@ -447,3 +447,7 @@ def main() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     cli()
+
+
+if __name__ == "__main__":  # `python -m workers.cli`: what a launcher's MCP config runs
+    main()

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     # a turn still running past it plus the grace is settled as failed: its worker is gone);
     # and after how long a turn queued but never started is published again.
     controller_interval_s: float = Field(default=1.0, gt=0)
+    # Where agent runtimes reach this Seatwire's ingress (the `http` launcher's brief names its
+    # MCP endpoint); default http://{host}:{port}.
+    public_url: str | None = Field(default=None, pattern=r"^https?://")
     turn_time_limit_s: int = Field(default=1200, ge=30)
     turn_lease_grace_ms: int = Field(default=60_000, ge=1000)
     turn_republish_after_ms: int = Field(default=30_000, ge=1000)
@@ -102,6 +105,10 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("SEATWIRE_GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"),
     )
+
+    @property
+    def ingress_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
     @field_validator("redis_url", "broker_url", "proposer_url", mode="before")
     @classmethod

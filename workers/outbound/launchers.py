@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -90,6 +92,7 @@ class Launchers:
     """Runs a turn with the seat's launcher. `time_limit_s` is the turn's (settings)."""
 
     time_limit_s: float
+    mcp_url: str = "http://127.0.0.1:8080/mcp"  # the ingress's MCP endpoint, for http runtimes
     clock_ms: Callable[[], int] = now_ms
     new_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
     transport: httpx.BaseTransport | None = None
@@ -139,7 +142,7 @@ class Launchers:
                     timeout=timeout, transport=self.transport, follow_redirects=False
                 ) as client,
                 client.stream(
-                    "POST", spec.url, content=json.dumps(brief.to_wire()), headers=headers
+                    "POST", spec.url, content=json.dumps(self._http_body(brief)), headers=headers
                 ) as reply,
             ):
                 body = _bounded(reply)
@@ -171,6 +174,11 @@ class Launchers:
             )
         return Launched(outcome.model_copy(update={"duration_ms": duration}))
 
+    def _http_body(self, brief: Brief) -> dict[str, Any]:
+        """The brief, and where the runtime reaches the seat's tools (MCP, streamable HTTP)."""
+        mcp = {"url": self.mcp_url, "headers": {"X-Seatwire-Seat": brief.seat_id}}
+        return {**brief.to_wire(), "mcp": mcp}
+
     # ------------------------------------------------------------------ command
 
     def _command(
@@ -201,6 +209,7 @@ class Launchers:
             "seatId": brief.seat_id,
             "turnId": brief.turn_id,
             "reason": brief.reason,
+            "mcpConfig": self._mcp_config(spec, brief.seat_id),
         }
         extra = spec.session_args.get(mode, ()) if mode else ()
         argv = [_fill(a, values) for a in (*spec.argv, *extra)]
@@ -236,6 +245,29 @@ class Launchers:
                 session=session,
             )
         return self._settled_command(spec, brief, ran, session, mode, rotated)
+
+    def _mcp_config(self, spec: CommandLauncher, seat_id: str) -> str:
+        """Write the MCP config that hands the CLI the seat's tools (`seatwire mcp --seat`,
+        over stdio, with this worker's Seatwire settings), readable by its owner only; its
+        path, or "" when the launcher asks for none."""
+        if spec.mcp_config is None:
+            return ""
+        path = Path(spec.mcp_config)
+        if not path.is_absolute():
+            path = Path(spec.cwd or os.getcwd()) / path
+        server = {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": ["-m", "workers.cli", "mcp", "--seat", seat_id],
+            "env": {k: v for k, v in self.environ.items() if k.startswith("SEATWIRE_")},
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"mcpServers": {"seatwire": server}}, fh, indent=2)
+        os.replace(tmp, path)
+        return str(path)
 
     def _settled_command(
         self,

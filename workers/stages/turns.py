@@ -61,7 +61,10 @@ class Turns:
 
     @classmethod
     def of(cls, c: Container, app: Celery) -> Turns:
-        return cls(c, app, Launchers(time_limit_s=c.settings.turn_time_limit_s))
+        launchers = Launchers(
+            time_limit_s=c.settings.turn_time_limit_s, mcp_url=f"{c.settings.ingress_url}/mcp"
+        )
+        return cls(c, app, launchers)
 
     @property
     def lease_ms(self) -> int:
