@@ -65,7 +65,7 @@ def add_failing_seat(org_file: Path) -> None:
     org_file.write_text(yaml.safe_dump(org, sort_keys=False))
 
 
-def _settled(http: httpx.Client, seats: list[str], timeout_s: float = 30) -> dict[str, Any]:
+def settled(http: httpx.Client, seats: list[str], timeout_s: float = 30) -> dict[str, Any]:
     """Every seat's status once none has a turn in flight."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -125,11 +125,11 @@ def run_controller_demo(
     for seat in seats:  # their agents read the inboxes shown above
         _acknowledge(http, seat)
     tick()  # every seat's first turn
-    first = _settled(http, seats)
+    first = settled(http, seats)
     _directed_message(http, slack_secret, wait_resolved)
     for _ in range(4):  # scout's notices; relay's retries until the controller stops it
         tick()
-        status = _settled(http, seats)
+        status = settled(http, seats)
         _acknowledge(http, "scout")
     scout, tally, relay = status["scout"], status["tally"], status["relay"]
     scout_turns = [t for t in scout["turns"] if t not in first["scout"]["turns"]]
