@@ -53,8 +53,10 @@ from workers.outbound.file import read_outbox
 from workers.queues import FINAL_STATES, tracking_id_for
 from workers.settings import REPO_ROOT
 from workers.stores import keys
+from workers.stores.tokens import Tokens
 
 TOKEN = "chaos-token"
+LOAD_SEATS = ("tally", "scout")  # the seats a Load reports as (odd: scout)
 TERMINAL = FINAL_STATES | CLOSED_STATES
 SEATWIRE = str(Path(sys.executable).parent / "seatwire")
 # The people of examples/org.yaml asks go to, and their per-day limit in these runs: loads
@@ -195,6 +197,17 @@ class Fleet:
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def seat_tokens(self, seats: tuple[str, ...] = LOAD_SEATS) -> dict[str, str]:
+        """A token of each of `seats`, issued into this fleet's Redis through the store: a
+        work report goes with its seat's own token (issue 13), never the operator's."""
+        client = redis.Redis.from_url(self.redis.url)
+        try:
+            store = Tokens(client)
+            now = int(time.time() * 1000)
+            return {s: store.issue("seat", seat_id=s, label="load", now_ms=now)[0] for s in seats}
+        finally:
+            client.close()
 
     @property
     def outbox(self) -> Path:
@@ -375,6 +388,7 @@ class Load:
     base: str
     tag: str
     rate: float
+    tokens: dict[str, str]  # seat -> its own token (Fleet.seat_tokens)
     retries: int = 20
     accepted: dict[str, str] = field(default_factory=dict)  # tracking id -> report id
     statuses: Counter[int] = field(default_factory=Counter)
@@ -386,7 +400,7 @@ class Load:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def report(self, i: int) -> tuple[str, dict[str, Any]]:
-        seat = "scout" if i % 2 else "tally"
+        seat = LOAD_SEATS[i % 2]
         body = {
             "id": f"{self.tag}-{i}",
             "title": f"Unblock {self.tag} {i}",
@@ -401,7 +415,8 @@ class Load:
         for _ in range(self.retries):
             started = time.monotonic()
             try:
-                resp = http.post(f"/v1/seats/{seat}/work", json=body)
+                auth = {"Authorization": f"Bearer {self.tokens[seat]}"}
+                resp = http.post(f"/v1/seats/{seat}/work", json=body, headers=auth)
                 status = resp.status_code
             except httpx.HTTPError:
                 status = 0
@@ -423,9 +438,8 @@ class Load:
 
     def run(self, seconds: float, concurrency: int = 16) -> None:
         """Send for `seconds` (blocking); reports already started finish their retries."""
-        headers = {"Authorization": f"Bearer {TOKEN}"}
         with (
-            httpx.Client(base_url=self.base, timeout=10, headers=headers) as http,
+            httpx.Client(base_url=self.base, timeout=10) as http,
             ThreadPoolExecutor(concurrency) as pool,
         ):
             started = time.monotonic()
@@ -560,7 +574,7 @@ def soak(minutes: float, rate: float, mean_gap: float, seed: int) -> dict[str, A
     with tempfile.TemporaryDirectory(prefix="seatwire-chaos-") as tmp:
         workdir = Path(tmp)
         with redis_server(workdir / "redis") as server, fleet(server, workdir) as f:
-            load = Load(f.base, tag=f"chaos{seed}", rate=rate)
+            load = Load(f.base, tokens=f.seat_tokens(), tag=f"chaos{seed}", rate=rate)
             sender = load.background(minutes * 60)
             end = time.monotonic() + minutes * 60
             while True:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from contracts._base import StrictWire
 from contracts.goals import Objective
@@ -186,6 +186,33 @@ class Project(StrictWire):
     started_at_ms: int | None = Field(default=None, ge=0)
 
 
+class DecisionPolicy(StrictWire):
+    """How the project decides its directions (issue 13, `open_decision` and friends): who
+    owns the project (may end voting early), the countdown a direction may run (seconds),
+    who resolves a tie and approves or rejects an outcome (the owner unless named), and
+    whether an outcome needs that approval. Snapshotted into each direction when it opens."""
+
+    owner_id: str = Field(min_length=1)
+    min_countdown_seconds: int = Field(default=60, gt=0, le=31_536_000)
+    max_countdown_seconds: int = Field(default=7 * 86_400, gt=0, le=31_536_000)
+    resolver_id: str | None = Field(default=None, min_length=1)
+    requires_approval: bool = False
+
+    @model_validator(mode="after")
+    def _range(self) -> DecisionPolicy:
+        if self.min_countdown_seconds > self.max_countdown_seconds:
+            raise ValueError(
+                f"minCountdownSeconds ({self.min_countdown_seconds}) is above "
+                f"maxCountdownSeconds ({self.max_countdown_seconds})"
+            )
+        return self
+
+    @property
+    def resolver(self) -> str:
+        """Who resolves ties and approvals: `resolverId`, else the owner."""
+        return self.resolver_id or self.owner_id
+
+
 class Org(StrictWire):
     """The org file: everything Seatwire knows about the organisation at start."""
 
@@ -194,3 +221,4 @@ class Org(StrictWire):
     channels: tuple[Channel, ...] = ()
     seats: tuple[Seat, ...] = ()
     objectives: tuple[Objective, ...] = ()
+    decisions: DecisionPolicy | None = None

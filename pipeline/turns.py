@@ -82,6 +82,9 @@ class Observed:
     intents_revision: int = 0  # rises on every write that leaves an intent runnable
     pending_deliveries: int = 0
     project: Mapping[str, object] | None = None
+    # The run of project-wide items at the end of the inbox (first and last position; 0, 0
+    # for none): the news is project-only when every unacknowledged item is in it.
+    project_run: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -126,13 +129,16 @@ def news_of(seat_id: str, seen: Observed, *, at_ms: int) -> dict[str, Any]:
         "runnable": seen.backlog_open > 0 or seen.intents_runnable > 0,
         "revision": seen.backlog_revision + seen.intents_revision,
     }
+    pending = max(0, seen.inbox_last - seen.inbox_acked)
+    since, end = seen.project_run
+    project_only = pending > 0 and end == seen.inbox_last and seen.inbox_acked >= since - 1
     return {
         "observationId": f"{seat_id}@{at_ms}",
         "project": dict(DEFAULT_PROJECT if seen.project is None else seen.project),
         "work": work,
-        "pending": max(0, seen.inbox_last - seen.inbox_acked),
+        "pending": pending,
         "acknowledged": seen.inbox_acked,
-        "project_only": False,
+        "project_only": project_only,
     }
 
 

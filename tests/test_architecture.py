@@ -262,6 +262,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.seat_cli",
             "workers.mcp_cli",
             "workers.controller_demo",
+            "workers.token_cli",
             "workers.tools_demo",
         ),
     ),

@@ -74,6 +74,7 @@ REDIS_COMMANDS = frozenset(
         "EXISTS",
         "GET",  # the beat epoch (a fencing token)
         "HDEL",
+        "HEXISTS",  # direction_vote, direction_end: a recorded result
         "HGET",
         "HINCRBY",
         "HSET",
@@ -145,6 +146,9 @@ HASH_FIELDS = frozenset(
         # a seat's work-controller record (workers/stores/seat_runs.py)
         "rev",
         "doc",
+        # the run of project-wide items at the end of an inbox (workers/stores/project.py)
+        "projectSince",
+        "projectEnd",
         # send op
         "verdict",
         "checkedAtMs",
@@ -196,6 +200,10 @@ HASH_FIELDS = frozenset(
         "observedAtMs",
         "reconcile",
         "threadId",  # a seat message (message_send)
+        "deadlineMs",  # a project direction (direction_*.lua) ...
+        "result",  # ... and its recorded result
+        "draft",  # an observed pull request (work_observe)
+        "merged",
     }
 )
 TEXT_FRAGMENTS = frozenset(

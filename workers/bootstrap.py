@@ -28,6 +28,7 @@ from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
 from workers.stores.claims import Claims
 from workers.stores.costs import Costs
+from workers.stores.decisions import Decisions
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
@@ -37,8 +38,10 @@ from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.stores.messages import Messages
 from workers.stores.overrides import Overrides
+from workers.stores.project import ProjectStore
 from workers.stores.samples import Samples
 from workers.stores.seat_runs import SeatRuns
+from workers.stores.work import WorkItems
 
 log = logging.getLogger("seatwire.bootstrap")
 
@@ -121,9 +124,12 @@ def build_container(
         overrides=Overrides(client),
         claims=Claims(client),
         seat_runs=SeatRuns(client),
+        project=ProjectStore(client),
         issues=Issues(client),
         intents=Intents(client),
         messages=Messages(client),
+        work=WorkItems(client),
+        decisions=Decisions(client),
         app=app,
     )
 

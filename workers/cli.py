@@ -1,5 +1,5 @@
 """The `seatwire` command: up, demo, worker, ingress, beat (and beat status), dlq, steward,
-objectives, seat and seats, mcp, schema."""
+objectives, seat and seats, token, mcp, schema."""
 
 from __future__ import annotations
 
@@ -71,7 +71,11 @@ def up(
         f"asks go to {sends_to}"
     )
     if settings.embedded:
-        console.print(f"bearer token: {settings.token()}")
+        from workers.token_cli import dev_tokens
+
+        console.print(f"operator token: {settings.token()}")
+        for seat_id, value in dev_tokens(settings).items():
+            console.print(f"seat token ({seat_id}, embedded development only): {value}")
     try:
         uvicorn.run(api, host=h, port=p, log_level="info")
     finally:
@@ -431,6 +435,15 @@ def _seat_commands() -> None:
 
 
 _seat_commands()
+
+
+def _token_commands() -> None:
+    from workers.token_cli import token
+
+    cli.add_typer(token, name="token")
+
+
+_token_commands()
 
 
 def _mcp_command() -> None:

@@ -17,6 +17,7 @@ from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
 from workers.stores.claims import Claims
 from workers.stores.costs import Costs
+from workers.stores.decisions import Decisions
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
 from workers.stores.inbox import Inbox
@@ -26,8 +27,10 @@ from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.stores.messages import Messages
 from workers.stores.overrides import Overrides
+from workers.stores.project import ProjectStore
 from workers.stores.samples import Samples
 from workers.stores.seat_runs import SeatRuns
+from workers.stores.work import WorkItems
 
 
 @dataclass
@@ -48,7 +51,10 @@ class Container:
     overrides: Overrides
     claims: Claims
     seat_runs: SeatRuns
+    project: ProjectStore
     issues: Issues
     intents: Intents
     messages: Messages
+    work: WorkItems
+    decisions: Decisions
     app: Celery | None = None

@@ -37,6 +37,8 @@ from workers.outbound.file import read_outbox
 from workers.stages.controller_tick import ControllerTick
 
 Poll = Callable[[httpx.Client, str], dict[str, Any]]
+# The Authorization header of a seat's own token (its routes take no other: issue 13).
+SeatHeaders = Callable[[str], dict[str, str]]
 RELAY_PROGRAM = (
     "import sys; print('relay: the model gateway refused the API key', file=sys.stderr); "
     "sys.exit(2)"
@@ -115,6 +117,7 @@ def run_controller_demo(
     slack_secret: str,
     wait_resolved: Poll,
     wait_final: Callable[[httpx.Client, str], dict[str, Any]],
+    seat_headers: SeatHeaders,
 ) -> int:
     """Drive the cases; print what each seat did; 1 per case that ended otherwise."""
     add_failing_seat(container.settings.org_file)
@@ -123,14 +126,14 @@ def run_controller_demo(
     seats = [s.member_id for s in container.org.current()[0].org.seats]
     tick = ControllerTick.of(container, app)
     for seat in seats:  # their agents read the inboxes shown above
-        _acknowledge(http, seat)
+        _acknowledge(http, seat, seat_headers)
     tick()  # every seat's first turn
     first = settled(http, seats)
     _directed_message(http, slack_secret, wait_resolved)
     for _ in range(4):  # scout's notices; relay's retries until the controller stops it
         tick()
         status = settled(http, seats)
-        _acknowledge(http, "scout")
+        _acknowledge(http, "scout", seat_headers)
     scout, tally, relay = status["scout"], status["tally"], status["relay"]
     scout_turns = [t for t in scout["turns"] if t not in first["scout"]["turns"]]
     escalation = relay["escalation"] or {}
@@ -175,11 +178,14 @@ def run_controller_demo(
     return failures
 
 
-def _acknowledge(http: httpx.Client, seat: str) -> None:
-    """What a seat's agent does with its inbox: read it, then acknowledge its position."""
-    page = http.get(f"/v1/seats/{seat}/updates").raise_for_status().json()
+def _acknowledge(http: httpx.Client, seat: str, seat_headers: SeatHeaders) -> None:
+    """What a seat's agent does with its inbox: read it, then acknowledge its position (with
+    the seat's own token)."""
+    auth = seat_headers(seat)
+    page = http.get(f"/v1/seats/{seat}/updates", headers=auth).raise_for_status().json()
     if page["items"]:
-        http.post(f"/v1/seats/{seat}/updates/ack", json={"position": page["position"]})
+        ack = {"position": page["position"]}
+        http.post(f"/v1/seats/{seat}/updates/ack", json=ack, headers=auth)
 
 
 def _decision(status: dict[str, Any]) -> str:

@@ -4,13 +4,17 @@ bundled Slack and GitHub stream, signed and posted as those services send it, wi
 each event reached and why every other seat found it ambient; then the goal steward over the
 sample org's objectives (workers/steward_demo.py); then the work controller, ticked by hand:
 one turn for a directed message, a quiet seat idle, a failing launcher escalating to its
-operator (workers/controller_demo.py)."""
+operator (workers/controller_demo.py); then two seats through the MCP client: a claim the
+other cannot take, a thread between them, a runnable work intent the controller runs
+(workers/tools_demo.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +25,15 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.signatures import github_headers, slack_headers
+from workers.clock import now_ms
+from workers.container import Container
 from workers.controller_demo import run_controller_demo
 from workers.embedded import EmbeddedSystem, free_port
 from workers.outbound.file import read_outbox
 from workers.settings import EMBEDDED_GITHUB_SECRET, EMBEDDED_SLACK_SECRET, REPO_ROOT, Settings
 from workers.steward_demo import run_steward_demo
+from workers.stores.tokens import TokenRefused, Tokens, dev_token
+from workers.tools_demo import run_tools_demo
 
 SCENARIO = REPO_ROOT / "examples" / "scenario.yaml"
 INBOUND = REPO_ROOT / "examples" / "inbound.yaml"
@@ -69,6 +77,40 @@ def _steps(scenario: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
     return steps
 
 
+class SeatTokens:
+    """Each seat's own bearer token, for the seat routes (issue 13 point 6): embedded, the
+    seat's development token (workers/stores/tokens.py `dev_token`); on a real Redis, a
+    token the demo issues itself through the store at first use and revokes at the end."""
+
+    def __init__(self, container: Container) -> None:
+        self.container = container
+        self.store = Tokens(container.redis)
+        self.issued: dict[str, tuple[str, str]] = {}  # seat id -> (token, its hash prefix)
+
+    def token(self, seat: str) -> str:
+        known = self.container.org.current()[0].seat(seat)
+        if known is None:
+            raise RuntimeError(f"{seat!r} is not a seat of the demo's org")
+        settings = self.container.settings
+        if settings.embedded:
+            return dev_token(settings.token(), known.member_id)
+        if known.member_id not in self.issued:
+            raw, record = self.store.issue(
+                "seat", seat_id=known.member_id, label="seatwire demo", now_ms=now_ms()
+            )
+            self.issued[known.member_id] = (raw, record.prefix)
+        return self.issued[known.member_id][0]
+
+    def headers(self, seat: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(seat)}"}
+
+    def revoke(self) -> None:
+        for _raw, prefix in self.issued.values():
+            with contextlib.suppress(TokenRefused):
+                self.store.revoke(prefix)
+        self.issued.clear()
+
+
 def run_demo(settings: Settings, console: Console) -> int:
     outbox = Path(".seatwire/demo/outbox.jsonl")
     outbox.parent.mkdir(parents=True, exist_ok=True)
@@ -101,19 +143,25 @@ def run_demo(settings: Settings, console: Console) -> int:
     console.print(f"[bold]Seatwire demo[/bold] — {mode}; ingress on {base}")
     steps = _steps(yaml.safe_load(SCENARIO.read_text()), suffix)
     results = []
+    assert system.container is not None
+    seat_tokens = SeatTokens(system.container)
     try:
         with httpx.Client(
             base_url=base, timeout=10, headers={"Authorization": f"Bearer {settings.token()}"}
         ) as http:
             for step in steps:
-                resp = http.post(f"/v1/seats/{step['seat']}/work", json=step["report"])
+                resp = http.post(
+                    f"/v1/seats/{step['seat']}/work",
+                    json=step["report"],
+                    headers=seat_tokens.headers(step["seat"]),
+                )
                 if resp.status_code != 202:
                     raise RuntimeError(f"{step['name']}: HTTP {resp.status_code} {resp.text}")
                 posted = resp.json()
                 final = _wait_final(http, posted["trackingId"])
                 results.append((step, posted, final))
             failures = _report_work(console, results, outbox)
-            failures += replay_inbound(http, settings, console)
+            failures += replay_inbound(http, settings, console, seat_tokens.headers)
             assert system.container is not None and system.container.app is not None
             failures += run_steward_demo(
                 http,
@@ -122,6 +170,7 @@ def run_demo(settings: Settings, console: Console) -> int:
                 console,
                 now_ms=int(time.time() * 1000),
                 wait_final=_wait_final,
+                seat_headers=seat_tokens.headers,
             )
             failures += run_controller_demo(
                 http,
@@ -131,8 +180,13 @@ def run_demo(settings: Settings, console: Console) -> int:
                 slack_secret=settings.slack_secret() or EMBEDDED_SLACK_SECRET,
                 wait_resolved=_wait_resolved,
                 wait_final=_wait_final,
+                seat_headers=seat_tokens.headers,
+            )
+            failures += run_tools_demo(
+                base, http, system.container, console, headers_for=seat_tokens.headers
             )
     finally:
+        seat_tokens.revoke()
         system.stop()
     return 1 if failures else 0
 
@@ -266,7 +320,12 @@ def _wait_resolved(http: httpx.Client, delivery_id: str) -> dict[str, Any]:
     return _poll(http, f"/v1/trace/{delivery_id}", RESOLVED)
 
 
-def replay_inbound(http: httpx.Client, settings: Settings, console: Console) -> int:
+def replay_inbound(
+    http: httpx.Client,
+    settings: Settings,
+    console: Console,
+    seat_headers: Callable[[str], dict[str, str]],
+) -> int:
     """Post the bundled stream as Slack and GitHub would, and show where each event went."""
     stream: list[dict[str, Any]] = yaml.safe_load(INBOUND.read_text())
     run = int(time.time()) * 10  # fresh ts and delivery ids on a Redis that outlives the run
@@ -314,7 +373,8 @@ def replay_inbound(http: httpx.Client, settings: Settings, console: Console) -> 
         )
     console.print(table)
     for seat in ("scout", "tally"):
-        page = http.get(f"/v1/seats/{seat}/updates").raise_for_status().json()
+        page = http.get(f"/v1/seats/{seat}/updates", headers=seat_headers(seat))
+        page = page.raise_for_status().json()
         console.print(
             f"[bold]{seat}[/bold]'s inbox: {len(page['items'])} unacknowledged item(s), "
             f"acknowledge with position {page['position']}"

@@ -54,6 +54,13 @@ def parse_org(text: str, path: Path) -> Org:
     if dupes:
         raise ConfigError(f"{path}: members: duplicate id(s) {sorted(dupes)}")
     check_objectives(org, path)
+    policy = org.decisions
+    for name, value in (
+        ("ownerId", policy and policy.owner_id),
+        ("resolverId", policy and policy.resolver_id),
+    ):
+        if value and value not in member_ids:
+            raise ConfigError(f"{path}: decisions.{name}: {value!r} is not a member of the org")
     return org
 
 

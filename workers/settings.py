@@ -124,7 +124,8 @@ class Settings(BaseSettings):
         return self.broker_url or self.redis_url or "memory://"
 
     def token(self) -> str:
-        """The bearer token for /v1. Embedded mode has a fixed development token."""
+        """The bootstrap operator token for /v1 (the token store issues more, and the seats'
+        own: workers/stores/tokens.py). Embedded mode has a fixed development token."""
         if self.api_token is not None and self.api_token.get_secret_value().strip():
             return self.api_token.get_secret_value()
         if self.embedded:

@@ -39,6 +39,8 @@ DEMO_OBJECTIVES = {
     "vendor-invoice-backlog": "tally",
 }
 Poll = Callable[[httpx.Client, str], dict[str, Any]]
+# The Authorization header of a seat's own token (its routes take no other: issue 13).
+SeatHeaders = Callable[[str], dict[str, str]]
 
 
 def samples(now_ms: int) -> list[tuple[str, dict[str, Any]]]:
@@ -73,9 +75,10 @@ def run_steward_demo(
     *,
     now_ms: int,
     wait_final: Poll,
+    seat_headers: SeatHeaders,
 ) -> int:
     """Post the samples, run the steward twice, check the four cases; failures counted."""
-    _close_earlier_items(http)
+    _close_earlier_items(http, seat_headers)
     for key, body in samples(now_ms):
         http.post(f"/v1/objectives/{key}/samples", json=body).raise_for_status()
     steward = StewardRun.of(container, app)
@@ -84,10 +87,10 @@ def run_steward_demo(
     runs = {o.objective_key: o for o in first.plan.outcomes}
     again = {o.objective_key: o for o in second.plan.outcomes}
     cases = [
-        _admits(http, runs["deploy-lead-time"], wait_final),
+        _admits(http, runs["deploy-lead-time"], wait_final, seat_headers),
         _honesty(runs["trial-activation"]),
         _escalates(http, again["review-turnaround"], wait_final),
-        _drifts(http, runs["vendor-invoice-backlog"]),
+        _drifts(http, runs["vendor-invoice-backlog"], seat_headers),
     ]
     audit = http.get("/v1/steward/audit", params={"limit": 500}).raise_for_status().json()
     table = Table(title="The goal steward: every gap and candidate, audited", show_lines=True)
@@ -105,12 +108,14 @@ def run_steward_demo(
     return sum(0 if c.ok else 1 for c in cases)
 
 
-def _close_earlier_items(http: httpx.Client) -> None:
+def _close_earlier_items(http: httpx.Client, seat_headers: SeatHeaders) -> None:
     for seat in sorted(set(DEMO_OBJECTIVES.values())):
-        page = http.get(f"/v1/seats/{seat}/backlog").raise_for_status().json()
+        auth = seat_headers(seat)
+        page = http.get(f"/v1/seats/{seat}/backlog", headers=auth).raise_for_status().json()
         for item in page["items"]:
             if item["objectiveKey"] in DEMO_OBJECTIVES:
-                http.post(f"/v1/seats/{seat}/backlog/{item['id']}/done").raise_for_status()
+                done = f"/v1/seats/{seat}/backlog/{item['id']}/done"
+                http.post(done, headers=auth).raise_for_status()
 
 
 def _asked(http: httpx.Client, seat: str, dispatch_id: str, wait_final: Poll) -> str:
@@ -120,9 +125,10 @@ def _asked(http: httpx.Client, seat: str, dispatch_id: str, wait_final: Poll) ->
     return f"{final['state']} -> {','.join(targets) or 'nobody'}"
 
 
-def _admits(http: httpx.Client, outcome: Any, wait_final: Poll) -> Case:
+def _admits(http: httpx.Client, outcome: Any, wait_final: Poll, seat_headers: SeatHeaders) -> Case:
     routes = {d.route: d for d in outcome.dispatches}
-    backlog = http.get("/v1/seats/scout/backlog").raise_for_status().json()["items"]
+    backlog = http.get("/v1/seats/scout/backlog", headers=seat_headers("scout"))
+    backlog = backlog.raise_for_status().json()["items"]
     self_item = routes.get("SELF")
     on_backlog = self_item is not None and any(i["id"] == self_item.id for i in backlog)
     handoff = routes.get("HANDOFF")
@@ -148,10 +154,11 @@ def _escalates(http: httpx.Client, outcome: Any, wait_final: Poll) -> Case:
     )
 
 
-def _drifts(http: httpx.Client, outcome: Any) -> Case:
+def _drifts(http: httpx.Client, outcome: Any, seat_headers: SeatHeaders) -> Case:
     action = outcome.decision.action if outcome.decision else "none"
     drift = next((d for d in outcome.dispatches if d.route == "drift"), None)
-    items = http.get("/v1/seats/tally/backlog").raise_for_status().json()["items"]
+    page = http.get("/v1/seats/tally/backlog", headers=seat_headers("tally"))
+    items = page.raise_for_status().json()["items"]
     item = next((i for i in items if drift is not None and i["id"] == drift.id), None)
     got = f"{action}; " + (f"restore item for {drift.target_id}" if item and drift else "no item")
     return _case(outcome, "drift; restore item for devi", got)

@@ -15,9 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 import yaml
 
+from tests.auth import SeatTokens, routes_as_seats
 from workers.embedded import free_port
+from workers.org import OrgSource
 from workers.settings import REPO_ROOT
 
 TOKEN = "e2e-token"
@@ -54,9 +57,20 @@ class Cluster:
     logs: list[Path]
 
     def http(self) -> httpx.Client:
-        return httpx.Client(
+        """A client with the operator token, whose requests to a seat's routes go with that
+        seat's own token (issued into the cluster's Redis through the store)."""
+        client = httpx.Client(
             base_url=self.base, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}
         )
+        self.seat_tokens(client)
+        return client
+
+    def seat_tokens(self, client: httpx.Client) -> SeatTokens:
+        """Each seat of the cluster's org a token issued into its Redis, swapped in on the
+        seat routes of `client` (tests/auth.py `routes_as_seats`)."""
+        org = OrgSource.open(Path(self.env["SEATWIRE_ORG_FILE"]))
+        r = redis.Redis.from_url(self.env["SEATWIRE_REDIS_URL"])
+        return routes_as_seats(client, r, org, TOKEN)
 
 
 def wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:

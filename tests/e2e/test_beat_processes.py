@@ -85,7 +85,7 @@ def test_25_two_beats_one_scheduler_a_standby_takes_over_and_a_killed_beat_leave
         f.spawn("beat-a", ["beat"])
         first = wait_leader(server)
         f.spawn("beat-b", ["beat"])
-        load = Load(f.base, tag="beats", rate=10)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="beats", rate=10)
         sender = load.background(18)
         time.sleep(6)
         assert pid_of(first) == f.procs["beat-a"].popen.pid
@@ -167,7 +167,7 @@ def test_25_a_paused_leader_wakes_deposed_and_sends_nothing(
         f.spawn("beat-a", ["beat"])
         first = wait_leader(server)
         f.spawn("beat-b", ["beat"])
-        load = Load(f.base, tag="pause", rate=10)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="pause", rate=10)
         sender = load.background(14)
         time.sleep(4)
         pid = f.procs["beat-a"].popen.pid

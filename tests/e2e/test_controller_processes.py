@@ -37,10 +37,13 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 import yaml
 
 from bench.chaos import TOKEN, Fleet, RedisServer, fleet_env
 from pipeline.signatures import slack_headers
+from tests.auth import routes_as_seats, seat_token
+from workers.org import OrgSource
 from workers.outbound.file import read_outbox
 from workers.settings import REPO_ROOT
 
@@ -85,7 +88,8 @@ if page.get("items") and BEHAVIOUR != "fail":
     request = urllib.request.Request(
         os.environ["AGENT_BASE"] + "/v1/seats/" + seat + "/updates/ack",
         data=json.dumps({"position": page["position"]}).encode(),
-        headers={"authorization": "Bearer " + os.environ["AGENT_TOKEN"],
+        headers={"authorization": "Bearer " + json.load(
+                     open(os.path.join(WORKDIR, "tokens.json")))[seat],
                  "content-type": "application/json"},
         method="POST",
     )
@@ -119,7 +123,7 @@ def launcher(tmp: Path, base: str, behaviour: str, *, sessions: bool) -> dict[st
         "argv": [sys.executable, str(script), behaviour, str(tmp)],
         "output": "text",
         "homeDir": str(tmp / "home"),
-        "env": {"AGENT_BASE": base, "AGENT_TOKEN": TOKEN},
+        "env": {"AGENT_BASE": base},  # each seat's own token: tokens.json (controller_fleet)
     }
     if not sessions:
         spec["sessionArgs"] = {}
@@ -178,6 +182,15 @@ def controller_fleet(
     the ingress's base URL and gives the org file's seat fields."""
     f = Fleet(redis=server, workdir=tmp, env={})
     org = write_org(tmp, seats(f.base))
+    # The agent acks its inbox as its seat, with the seat's own token (issued into this
+    # Redis through the store; the program reads it from tokens.json in its workdir).
+    client = redis.Redis.from_url(server.url)
+    issued = {
+        s.member_id: seat_token(client, s.member_id)
+        for s in OrgSource.open(org).current()[0].org.seats
+    }
+    client.close()
+    (tmp / "tokens.json").write_text(json.dumps(issued))
     f.env = fleet_env(
         server,
         tmp,
@@ -200,7 +213,11 @@ def controller_fleet(
 
 
 def api(f: Fleet) -> httpx.Client:
-    return httpx.Client(base_url=f.base, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"})
+    """The operator token; on a seat's routes, that seat's own token."""
+    client = httpx.Client(base_url=f.base, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"})
+    org = OrgSource.open(Path(f.env["SEATWIRE_ORG_FILE"]))
+    routes_as_seats(client, redis.Redis.from_url(f.redis.url), org, TOKEN)
+    return client
 
 
 def status(f: Fleet, seat: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def test_a_send_pool_down_for_an_hour_drains_its_backlog_with_no_dead_letter(
         SEATWIRE_SWEEP_INTERVAL_S="0.2",
     ) as f:
         f.spawn("worker-eg", ["worker", "--queues", "engagement,guardrails", "--concurrency", "1"])
-        load = Load(f.base, tag="outage", rate=25)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="outage", rate=25)
         load.run(4)
         down = time.monotonic()
         most, copies = 0, 0

@@ -52,7 +52,7 @@ def test_8_kill_9_of_redis_under_load_loses_nothing_answered_2xx(
     down, the workers resume, and at the end D = L = G = 0."""
     lost_at_restart = []
     with fleet(server, tmp_path) as f:
-        load = Load(f.base, tag="rkill", rate=15)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="rkill", rate=15)
         sender = load.background(20)
         for _ in range(2):
             time.sleep(5)
@@ -82,7 +82,7 @@ def test_10_a_half_open_redis_gets_503s_within_budget_and_the_workers_recover(
     GH-9705 shape), then SIGCONT: the ingress answers 503 with Retry-After within its 2.5 s
     budget during the stall (never hangs), the workers come back, and D = L = G = 0."""
     with fleet(server, tmp_path) as f:
-        load = Load(f.base, tag="stop", rate=10)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="stop", rate=10)
         sender = load.background(30)
         time.sleep(4)
         stalled = time.monotonic()
@@ -126,7 +126,7 @@ def test_14_maxmemory_reached_answers_503_with_retry_after_and_loses_nothing(
             except redis.ResponseError:
                 break
             i += 1
-        load = Load(f.base, tag="oom", rate=100)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="oom", rate=100)
         sender = load.background(8)
         time.sleep(10)  # 503s are retried every second, as a sender would
         oom_503 = load.statuses.get(503, 0)

@@ -41,7 +41,7 @@ def test_2_sigkill_of_a_workers_main_process_under_load_loses_and_duplicates_not
     ends final, no ask is sent twice, no person is asked past the limit, and no pool child
     outlives its killed parent unnoticed (counted, then killed)."""
     with fleet(server, tmp_path) as f:
-        load = Load(f.base, tag="kill9", rate=10)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="kill9", rate=10)
         sender = load.background(24)
         kills = run_faults(f, cycles=3, every=6, fault=lambda: _kill(f))
         sender.join()
@@ -88,7 +88,7 @@ def test_3_rolling_sigterm_restarts_under_load_lose_and_duplicate_nothing(
         f.restart(name)
 
     with fleet(server, tmp_path) as f:
-        load = Load(f.base, tag="term", rate=15)
+        load = Load(f.base, tokens=f.seat_tokens(), tag="term", rate=15)
         sender = load.background(24)
         run_faults(f, cycles=8, every=2.5, fault=restart)
         sender.join()

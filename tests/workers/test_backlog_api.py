@@ -11,6 +11,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from contracts.backlog import BacklogEntry
+from tests.auth import as_seat, as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
@@ -39,6 +40,7 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Any) -> Iterator
     settings = Settings(redis_url=redis_url, api_token=TOKEN, outbox_path=tmp_path / "o.jsonl")
     app = create_app(settings, register=False)
     with TestClient(create_ingress(bootstrap.build_container(settings, app=app), app)) as c:
+        as_seats(c)
         yield c
 
 
@@ -98,12 +100,13 @@ def test_an_unknown_item_is_a_404_that_writes_nothing(
     ("method", "path"),
     [("get", "/v1/seats/nobody/backlog"), ("post", "/v1/seats/nobody/backlog/stw_a/done")],
 )
-def test_an_unknown_seat_is_a_404_that_writes_nothing(
+def test_an_unknown_seat_is_a_403_that_writes_nothing(
     client: TestClient, redis_client: redis.Redis, method: str, path: str
 ):
-    """A seat that is not in the org answers 404 `unknown_seat` and no backlog key appears."""
-    resp = client.request(method, path, headers=AUTH)
-    assert resp.status_code == 404 and resp.json()["error"] == "unknown_seat"
+    """A seat that is not in the org is no seat a token is valid for: 403 `wrong_seat`, and
+    no backlog key appears."""
+    resp = client.request(method, path, headers=as_seat("scout"))
+    assert resp.status_code == 403 and resp.json()["error"] == "wrong_seat"
     assert _snapshot(redis_client) == {}
 
 

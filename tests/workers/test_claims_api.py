@@ -12,6 +12,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from contracts.backlog import BacklogEntry
+from tests.auth import as_seat, as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
@@ -66,6 +67,7 @@ def client(
     app = create_app(settings, register=False)
     ingress = create_ingress(bootstrap.build_container(settings, app=app), app, clock_ms=clock)
     with TestClient(ingress) as c:
+        as_seats(c)
         yield c
 
 
@@ -164,9 +166,9 @@ def test_closing_the_item_releases_its_claim(
 @pytest.mark.parametrize(
     ("method", "seat", "item", "status", "error"),
     [
-        ("post", "nobody", ITEM, 404, "unknown_seat"),
-        ("delete", "nobody", ITEM, 404, "unknown_seat"),
-        ("get", "nobody", ITEM, 404, "unknown_seat"),
+        ("post", "nobody", ITEM, 403, "wrong_seat"),
+        ("delete", "nobody", ITEM, 403, "wrong_seat"),
+        ("get", "nobody", ITEM, 403, "wrong_seat"),
         ("post", "tally", "stw_nowhere", 404, "unknown_item"),
         ("delete", "tally", "stw_nowhere", 404, "unknown_item"),
         ("get", "tally", "stw_nowhere", 404, "unknown_item"),
@@ -185,10 +187,12 @@ def test_every_refusal_writes_nothing(
     status: int,
     error: str,
 ):
-    """An unknown seat or item is 404, an item with no claim 409 `not_claimable`, a seat
-    neither holder nor contributor 403 `not_a_collaborator`; Redis is unchanged by each."""
+    """An unknown seat is 403 (no token is valid for it), an unknown item 404, an item with
+    no claim 409 `not_claimable`, a seat neither holder nor contributor 403
+    `not_a_collaborator`; Redis is unchanged by each."""
     before = _snapshot(redis_client)
-    resp = client.request(method, _url(seat, item), headers=AUTH)
+    headers = as_seat("tally") if seat == "nobody" else AUTH
+    resp = client.request(method, _url(seat, item), headers=headers)
     assert resp.status_code == status, resp.text
     assert resp.json()["error"] == error
     assert _snapshot(redis_client) == before

@@ -11,6 +11,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from tests.auth import as_seat, as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
@@ -39,6 +40,7 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Any) -> Iterator
     settings = Settings(redis_url=redis_url, api_token=TOKEN, outbox_path=tmp_path / "o.jsonl")
     app = create_app(settings, register=False)
     with TestClient(create_ingress(bootstrap.build_container(settings, app=app), app)) as c:
+        as_seats(c)
         yield c
 
 
@@ -136,10 +138,12 @@ def test_every_refusal_writes_nothing(
     assert _cost_keys(redis_client) == []
 
 
-def test_an_unknown_seat_is_404_and_writes_nothing(client: TestClient, redis_client: redis.Redis):
-    """A seat the org does not know answers 404 on write and read, and writes nothing."""
-    assert client.post("/v1/seats/nobody/cost", json=_frame(), headers=AUTH).status_code == 404
-    assert client.get("/v1/seats/nobody/cost", headers=AUTH).status_code == 404
+def test_an_unknown_seat_is_403_and_writes_nothing(client: TestClient, redis_client: redis.Redis):
+    """A seat the org does not know is no seat a token is valid for: 403 on write and read,
+    and nothing is written."""
+    scout = as_seat("scout")
+    assert client.post("/v1/seats/nobody/cost", json=_frame(), headers=scout).status_code == 403
+    assert client.get("/v1/seats/nobody/cost", headers=scout).status_code == 403
     assert _cost_keys(redis_client) == []
 
 

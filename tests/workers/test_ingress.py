@@ -12,6 +12,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from tests.auth import as_seat, as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress, tracking_id_for
@@ -40,6 +41,7 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Any) -> Iterator
     app = create_app(settings, register=False)
     container = bootstrap.build_container(settings, app=app)
     with TestClient(create_ingress(container, app)) as c:
+        as_seats(c)
         yield c
 
 
@@ -108,7 +110,8 @@ def test_revision_reused_with_other_content_is_a_conflict(
         ("/v1/seats/scout/work", BLOCKED, {}, 401, "unauthorized"),
         ("/v1/seats/scout/work", BLOCKED, {"Authorization": "Bearer wrong"}, 401, "unauthorized"),
         ("/v1/seats/scout/work", BLOCKED, {"Authorization": TOKEN}, 401, "unauthorized"),
-        ("/v1/seats/nobody-here/work", BLOCKED, AUTH, 404, "unknown_seat"),
+        ("/v1/seats/nobody-here/work", BLOCKED, as_seat("scout"), 403, "wrong_seat"),
+        ("/v1/seats/tally/work", BLOCKED, as_seat("scout"), 403, "wrong_seat"),
         ("/v1/seats/scout/work", {**BLOCKED, "state": "stuck"}, AUTH, 422, "invalid_work_report"),
         (
             "/v1/seats/scout/work",
@@ -208,7 +211,9 @@ def test_redis_down_is_503_with_retry_after(redis_url: str, tmp_path: Any):
     container = bootstrap.build_container(settings, app=app)
     with TestClient(create_ingress(container, app)) as c:
         started = time.monotonic()
-        resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
+        # A seat's token is looked up in the store: unreachable, that is the 503 too.
+        seat = {"Authorization": "Bearer swt_a-seat-token"}
+        resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=seat)
         assert resp.status_code == 503 and resp.headers["Retry-After"]
         assert time.monotonic() - started < 10
         assert c.get("/readyz").status_code == 503
@@ -224,6 +229,7 @@ def test_broker_down_is_503_and_a_retry_enqueues(
     down = create_app(settings, register=False)
     container = bootstrap.build_container(settings, app=down)
     with TestClient(create_ingress(container, down)) as c:
+        as_seats(c)
         resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
         assert resp.status_code == 503
     tracking = tracking_id_for("scout", "billing-migration", 1)
@@ -233,6 +239,7 @@ def test_broker_down_is_503_and_a_retry_enqueues(
     with TestClient(
         create_ingress(bootstrap.build_container(_settings(redis_url), app=up), up)
     ) as c:
+        as_seats(c)
         resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
         assert resp.status_code == 202
     assert _queued(redis_client) == 1
@@ -278,11 +285,13 @@ def test_over_budget_is_503_and_the_retry_lands_once(
     slow = _settings(redis_url, outbox_path=tmp_path / "o.jsonl", ingress_budget_s=1e-6)
     app = create_app(slow, register=False)
     with TestClient(create_ingress(bootstrap.build_container(slow, app=app), app)) as c:
+        as_seats(c)
         resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
         assert resp.status_code == 503 and "did not finish" in resp.json()["message"]
     normal = _settings(redis_url, outbox_path=tmp_path / "o.jsonl")
     app = create_app(normal, register=False)
     with TestClient(create_ingress(bootstrap.build_container(normal, app=app), app)) as c:
+        as_seats(c)
         deadline = time.monotonic() + 5
         while True:  # the overrun attempt may still be finishing in its thread
             retry = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
@@ -326,5 +335,5 @@ def test_updates_and_ack_over_http(client: TestClient, redis_client: redis.Redis
     assert client.get("/v1/seats/scout/updates", headers=AUTH).json() == page
     done = client.post("/v1/seats/scout/updates/ack", json={"position": 2}, headers=AUTH)
     assert done.status_code == 200 and done.json()["items"] == []
-    assert client.get("/v1/seats/ghost/updates", headers=AUTH).status_code == 404
+    assert client.get("/v1/seats/ghost/updates", headers=as_seat("scout")).status_code == 403
     assert client.get("/v1/seats/scout/updates").status_code == 401

@@ -17,6 +17,7 @@ from kombu import Connection
 
 from bench.chaos import RedisServer, redis_server, redis_server_path
 from pipeline.signatures import slack_headers
+from tests.auth import bearer
 from tests.conftest import IN_CI
 from workers import bootstrap
 from workers.broker import publish
@@ -28,6 +29,7 @@ from workers.queues import Task
 from workers.settings import Settings
 from workers.stores import keys
 from workers.stores.journal import Journal
+from workers.stores.tokens import Tokens
 
 PAYLOAD = {"trackingId": "ev-1", "acceptedAtMs": 5, "candidate": {"deliveryId": "d-1"}}
 # What differs per message or per process, by design (uuid4s, pid@host).
@@ -222,6 +224,9 @@ def test_a_repeat_past_the_deadline_of_an_untouched_entry_enqueues_it_again(
     assert accept(now_ms=10 + 60_002) == "duplicate"
 
 
+SCOUT_TOKENS: dict[str, str] = {}  # a full server's url -> the scout token issued into it
+
+
 @pytest.fixture
 def full_redis(tmp_path: Any) -> Iterator[RedisServer]:
     """A redis-server of the test's own, `noeviction`, with a `maxmemory` below what it uses
@@ -232,6 +237,8 @@ def full_redis(tmp_path: Any) -> Iterator[RedisServer]:
         pytest.skip("redis-server is not on the PATH")
     with redis_server(tmp_path / "redis") as server:
         client = server.client()
+        token, _ = Tokens(client).issue("seat", seat_id="scout", label="oom", now_ms=1)
+        SCOUT_TOKENS[server.url] = token  # issued while the server still takes writes
         client.config_set("maxmemory", "1")
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             client.set("probe", "x")
@@ -265,9 +272,8 @@ def test_out_of_memory_is_a_503_with_retry_after_and_writes_nothing(
         "event": {**event["event"], "subtype": "channel_join"},
     }
     with TestClient(create_ingress(bootstrap.build_container(settings, app=app), app)) as c:
-        answers = [
-            c.post("/v1/seats/scout/work", json=report, headers={"Authorization": "Bearer t"})
-        ]
+        scout = bearer(SCOUT_TOKENS[full_redis.url])
+        answers = [c.post("/v1/seats/scout/work", json=report, headers=scout)]
         for body in (event, notice):
             raw = json.dumps(body).encode()
             headers = {
@@ -278,5 +284,6 @@ def test_out_of_memory_is_a_503_with_retry_after_and_writes_nothing(
     assert [a.status_code for a in answers] == [503, 503, 503], [a.text for a in answers]
     assert all(a.headers["Retry-After"] for a in answers)
     client = full_redis.client()
-    assert client.dbsize() == 0  # database 0: no journal entry, no message
+    # database 0: no journal entry, no message (only the token issued before it filled up)
+    assert [k for k in client.scan_iter() if k != keys.TOKENS.encode()] == []
     client.close()

@@ -32,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from contracts import Seat
 from contracts.tool_schemas import EXECUTION, INPUT_SCHEMAS, TOOL_NAMES
+from tests.auth import bearer, seat_token
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
@@ -75,6 +76,8 @@ def api(redis_client: redis.Redis, redis_url: str, org_file: Path, tmp_path: Pat
         redis_url=redis_url, api_token=TOKEN, org_file=org_file, outbox_path=tmp_path / "o.jsonl"
     )
     app = create_app(settings, register=False)
+    SEAT_TOKENS.clear()
+    SEAT_TOKENS.update({seat: seat_token(redis_client, seat) for seat in ("scout", "sage")})
     return create_ingress(bootstrap.build_container(settings, app=app), app)
 
 
@@ -120,8 +123,12 @@ def over_http(url: str, headers: dict[str, str], mode: str = "auto") -> Client:
     return Client(http_transport(url, headers), mode=mode)
 
 
+SEAT_TOKENS: dict[str, str] = {}  # member id -> its token, issued by the `api` fixture
+
+
 def as_seat(seat: str = "scout") -> dict[str, str]:
-    return {"Authorization": f"Bearer {TOKEN}", "X-Seatwire-Seat": seat}
+    """The seat's own token, and the (optional) seat header naming the same seat."""
+    return {**bearer(SEAT_TOKENS[seat.lower()]), "X-Seatwire-Seat": seat}
 
 
 def run(scenario: Callable[[Client], Awaitable[None]], client: Client) -> None:
@@ -209,25 +216,30 @@ def test_http_without_the_lifespan(api: FastAPI) -> None:
         run(scenario, over_http(f"{url}/mcp", as_seat()))
 
 
-def test_http_calls_act_as_the_seat_of_the_header(base_url: str) -> None:
-    """The seat header, by alias-insensitive id, decides who the call is."""
+def test_http_calls_act_as_the_seat_of_the_token(base_url: str) -> None:
+    """The token decides who the call is; a seat header naming the same seat (by
+    case-insensitive id) is allowed, and none is needed."""
 
     async def scenario(client: Client) -> None:
         card = body(await client.call_tool("get_project", {}))
         assert card["you"]["id"] == "sage"
 
     run(scenario, over_http(f"{base_url}/mcp", as_seat("SAGE")))
+    run(scenario, over_http(f"{base_url}/mcp", bearer(SEAT_TOKENS["sage"])))
 
 
 def test_http_refuses_before_any_mcp_handling(base_url: str) -> None:
-    """No token or a wrong one: 401; no seat header: 401; an unknown seat: 404."""
+    """No token or a wrong one: 401; the operator token: 403 `seat_only`; a seat header
+    naming another seat than the token's (or no seat at all): 403 `wrong_seat`."""
     ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     accept = {"Accept": "application/json, text/event-stream"}
     cases = [
         ({"X-Seatwire-Seat": "scout"}, 401, "unauthorized"),
         ({"Authorization": "Bearer nope", "X-Seatwire-Seat": "scout"}, 401, "unauthorized"),
-        ({"Authorization": f"Bearer {TOKEN}"}, 401, "seat_required"),
-        (as_seat("nobody"), 404, "unknown_seat"),
+        ({"Authorization": f"Bearer {TOKEN}"}, 403, "seat_only"),
+        ({"Authorization": f"Bearer {TOKEN}", "X-Seatwire-Seat": "scout"}, 403, "seat_only"),
+        ({**as_seat("scout"), "X-Seatwire-Seat": "sage"}, 403, "wrong_seat"),
+        ({**as_seat("scout"), "X-Seatwire-Seat": "nobody"}, 403, "wrong_seat"),
     ]
     for headers, status, error in cases:
         resp = httpx.post(f"{base_url}/mcp", json=ping, headers={**accept, **headers})

@@ -15,6 +15,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from pipeline.signatures import github_headers, slack_headers
+from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
@@ -144,6 +145,7 @@ def test_github_is_limited_per_installation_and_v1_per_caller(
     """A GitHub installation past its burst gets 429 while another installation does not; a
     /v1 caller past its burst gets 429 with Retry-After and its refused report is not kept."""
     with ingress(redis_url, tmp_path, burst=2) as c:
+        as_seats(c)
 
         def github(installation: int, n: int) -> int:
             body = json.dumps(

@@ -18,6 +18,7 @@ from contracts import UpdatesPage
 from contracts.controller import TurnMessage
 from contracts.org import HttpLauncher
 from pipeline.turns import start_turn
+from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -60,6 +61,7 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 def client(container: Container) -> Iterator[TestClient]:
     assert container.app is not None
     with TestClient(create_ingress(container, container.app)) as c:
+        as_seats(c)
         yield c
 
 

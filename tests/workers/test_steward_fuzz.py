@@ -34,6 +34,7 @@ from contracts.backlog import BacklogEntry
 from contracts.goals import Sample
 from contracts.money import CostFrame
 from contracts.steward import OverrideRequest
+from tests.auth import SeatTokens, as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -111,10 +112,13 @@ class Harness:
     client: TestClient
     r: redis.Redis
     container: Container
+    seats: SeatTokens
 
     def reset(self) -> None:
-        """Flush the test database and seed the same state for every example."""
+        """Flush the test database and seed the same state for every example (the seats'
+        tokens included)."""
         self.r.flushdb()
+        self.seats.reissue()
         c = self.container
         collab = {"holderId": "scout", "contributors": ["tally"]}
         c.backlog.add(_entry(CLAIMED, "COLLABORATE", collab))
@@ -195,7 +199,7 @@ def harness(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterat
     container = bootstrap.build_container(settings_, app=app)
     ingress = create_ingress(container, app, clock_ms=lambda: NOW)
     with TestClient(ingress, raise_server_exceptions=False) as client:
-        yield Harness(client, redis_client, container)
+        yield Harness(client, redis_client, container, as_seats(client))
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -16,6 +16,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from contracts.controller import TurnMessage
+from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -359,6 +360,7 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
     container = make(redis_client, redis_url, tmp_path)
     assert container.app is not None
     with TestClient(create_ingress(container, container.app)) as http:
+        as_seats(http)
         yield http
 
 

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from contracts.tools import CoordinateIssue
 from pipeline.issues import observation_of
+from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -70,6 +71,7 @@ def built(
     app = create_app(settings, register=False)
     container = bootstrap.build_container(settings, app=app)
     with TestClient(create_ingress(container, app)) as c:
+        as_seats(c)
         yield c, container
 
 
@@ -474,6 +476,7 @@ def test_a_github_webhook_is_observed_for_the_projects_repository(
         return body, github_headers(body, secret="gh-secret", event="issues", delivery_id=delivery)
 
     with TestClient(create_ingress(container, app)) as c:
+        as_seats(c)
         for repo, number, delivery in (("acme/atlas", 11, "d-1"), ("other/repo", 12, "d-2")):
             body, headers = event(repo, number, delivery)
             assert c.post("/webhooks/github", content=body, headers=headers).status_code == 200

@@ -17,6 +17,7 @@ import redis
 from celery import Celery
 from fastapi.testclient import TestClient
 
+from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -92,6 +93,7 @@ def world(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator
     container = bootstrap.build_container(settings, app=app)
     clock = Clock()
     with TestClient(create_ingress(container, app, clock_ms=clock)) as http:
+        as_seats(http)
         yield World(http, clock, container, settings, app)
 
 

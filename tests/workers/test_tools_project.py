@@ -11,6 +11,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
@@ -43,6 +44,7 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
     )
     app = create_app(settings, register=False)
     with TestClient(create_ingress(bootstrap.build_container(settings, app=app), app)) as c:
+        as_seats(c)
         yield c
 
 
@@ -88,8 +90,9 @@ def test_get_updates_and_ack(client: TestClient) -> None:
 
 
 def test_bad_arguments_and_tools(client: TestClient) -> None:
-    """A wrong type is 422 naming the field; an unknown tool 404; no seat 404."""
+    """A wrong type is 422 naming the field; an unknown tool 404; no seat 403 (no token is
+    valid for it)."""
     status, body = tool(client, "scout", "get_updates", ack="5")
     assert status == 422 and body["error"] == "invalid_arguments" and body["field"] == "ack"
     assert tool(client, "scout", "make_coffee")[0] == 404
-    assert tool(client, "nobody", "get_project")[0] == 404
+    assert tool(client, "nobody", "get_project")[0] == 403

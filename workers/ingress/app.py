@@ -4,9 +4,10 @@ journalled AND enqueued (accept.py).
 
 Where each concern lives:
 
-- routes: v1.py (`/v1`, behind one bearer-token dependency), slack.py and github.py (plain
-  Starlette routes), ops.py (`/healthz`, `/readyz`, `/metrics`), mcp.py (`/mcp`, the tools
-  over MCP's streamable HTTP; its session manager runs in the lifespan);
+- routes: v1.py (`/v1`, each router behind the bearer-token dependency of its role, a
+  seat's or the operator's), slack.py and github.py (plain Starlette routes), ops.py
+  (`/healthz`, `/readyz`, `/metrics`), mcp.py (`/mcp`, the tools over MCP's streamable
+  HTTP, a seat's token; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it;
 - 503: `Unavailable` (journal/enqueue over budget or failed) and every error in
   `UNAVAILABLE` (Redis, broker, sockets): one handler, 503 with Retry-After, never a 2xx;
@@ -29,7 +30,17 @@ from starlette.routing import Route
 
 from workers.clock import now_ms
 from workers.container import Container
-from workers.ingress import backlog, costs, decisions, objectives, seats, steward, tools, v1
+from workers.ingress import (
+    backlog,
+    costs,
+    decisions,
+    objectives,
+    project,
+    seats,
+    steward,
+    tools,
+    v1,
+)
 from workers.ingress.deps import IngressDeps
 from workers.ingress.github import github_events
 from workers.ingress.http import UNAVAILABLE, Refusal, Unavailable, refused, unavailable
@@ -100,7 +111,7 @@ def create_ingress(
                 RateLimit,
                 limiter=deps.limiter,
                 settings=deps.settings,
-                token=deps.token,
+                auth=deps.auth,
                 clock_ms=clock_ms,
             ),
         ],
@@ -108,13 +119,16 @@ def create_ingress(
     api.state.deps = deps
     api.state.mcp = McpEndpoint(deps)
     api.include_router(v1.router)
+    api.include_router(v1.seat_router)
     api.include_router(objectives.router)
     api.include_router(costs.router)
     api.include_router(backlog.router)
     api.include_router(steward.router)
     api.include_router(seats.router)
+    api.include_router(seats.seat_router)
     api.include_router(tools.router)
     api.include_router(decisions.router)
+    api.include_router(project.router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
     api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: GET, POST, DELETE

@@ -1,6 +1,7 @@
 """A seat's backlog (issue 10): what the goal steward (workers/stages/steward_run.py)
 dispatched to the seat, the seat closing an item, and the exclusive claim on COLLABORATE
-items. The seat acts as itself, with the bearer token as the rest of /v1.
+items. The seat acts as itself, with its own token (v1.py `require_seat`: another seat's
+token is 403 `wrong_seat`, an operator token 403 `seat_only`).
 
     GET    /v1/seats/{seat}/backlog?state=open|done|all   its items, oldest first, and revision
     POST   /v1/seats/{seat}/backlog/{item}/done           close one item, once (and its claim)
@@ -33,9 +34,9 @@ from contracts import Seat
 from contracts.backlog import BacklogEntry, BacklogView
 from workers.ingress.deps import Deps
 from workers.ingress.http import Refusal, problem
-from workers.ingress.v1 import require_token
+from workers.ingress.v1 import require_seat
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
 
 @router.get("/seats/{seat}/backlog")

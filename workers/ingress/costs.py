@@ -18,10 +18,10 @@ from contracts.money import CostFrame
 from pipeline.money import charge_of
 from workers.ingress.deps import Deps
 from workers.ingress.http import Refusal, json_body, problem, validated
-from workers.ingress.v1 import read_json, require_token, same_seat
+from workers.ingress.v1 import read_json, require_seat, same_seat
 from workers.stores.costs import FrameConflict, FrameExpired, totals
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
 # An open window's end: later than any atMs a frame can carry.
 _NO_END_MS = 2**63

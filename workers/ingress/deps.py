@@ -8,16 +8,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
+import redis
 from celery import Celery
 from fastapi import Depends, Request
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from contracts import Seat
 from workers.container import Container
+from workers.ingress.auth import Authenticator
 from workers.ingress.http import Refusal, problem
 from workers.ingress.intake import Intake, intake_for
 from workers.ingress.metrics import IngressMetrics
 from workers.ingress.ratelimit import RateLimiter, limiter_for
 from workers.settings import Settings
+from workers.stores.tokens import Tokens
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,8 @@ class IngressDeps:
     celery: Celery
     intake: Intake
     settings: Settings
-    token: bytes  # the /v1 bearer token
+    token: bytes  # the bootstrap operator token
+    auth: Authenticator  # who a bearer token is (auth.py)
     clock_ms: Callable[[], int]
     metrics: IngressMetrics
     limiter: RateLimiter | None  # the per-source rate limit; None when it is off
@@ -42,6 +48,7 @@ class IngressDeps:
             intake=intake_for(settings, container.journal, celery),
             settings=settings,
             token=settings.token().encode(),
+            auth=Authenticator(settings, Tokens(token_client(settings, container)), container.org),
             clock_ms=clock_ms,
             metrics=IngressMetrics.create(),
             limiter=limiter_for(settings),
@@ -53,6 +60,22 @@ class IngressDeps:
         if seat is None:
             raise Refusal(problem(404, "unknown_seat", f"no seat {ident!r} in the org"))
         return seat
+
+
+def token_client(settings: Settings, container: Container) -> redis.Redis:
+    """The Redis client the token lookups use: on a real Redis, one of their own that gives
+    up fast (a lookup is one HGET; a stalled Redis must be the 503 within the ingress's
+    budget, not a request hanging through the stores' retries); embedded, the stand-in."""
+    if settings.redis_url is None:
+        return container.redis
+    timeout = min(1.0, settings.ingress_budget_s / 2)
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        health_check_interval=30,
+        retry=Retry(NoBackoff(), retries=0),
+    )
 
 
 def deps_of(request: Request) -> IngressDeps:

@@ -18,6 +18,7 @@ from pipeline.issues import observation_of
 from pipeline.normalise import Skipped
 from pipeline.normalise.github import normalise_github
 from pipeline.signatures import Refused, verify_github
+from pipeline.work_items import summaries_of
 from workers.ingress.accept import accept_outcome
 from workers.ingress.deps import IngressDeps, deps_of
 from workers.ingress.http import Refusal, media_type, problem, read_body, unsupported_media
@@ -67,20 +68,29 @@ async def github_events(request: Request) -> Response:
 
 async def observe_issue(deps: IngressDeps, event: str, body: Any) -> None:
     """What the event says of an issue or pull request number of the project's repository,
-    for `get_issue_coordination`'s `githubObservation` (the newest GitHub update wins). An
+    for `get_issue_coordination`'s `githubObservation` (the newest GitHub update wins), and
+    the work summaries it carries (Issues, pull requests, milestones) for `find_work`. An
     observation that cannot be written is logged: the event itself is already journalled."""
     repository = deps.container.org.current()[0].org.project.repository
-    observed = (
-        observation_of(event, body, repository=repository, received_at_ms=deps.clock_ms())
-        if isinstance(body, dict)
-        else None
-    )
-    if observed is None:
+    if not isinstance(body, dict):
         return
-    try:
-        await run_in_threadpool(deps.container.issues.observe, observed)
-    except redis.RedisError as exc:
-        log.warning("could not record the GitHub observation of #%s: %s", observed.number, exc)
+    now_ms = deps.clock_ms()
+    observed = observation_of(event, body, repository=repository, received_at_ms=now_ms)
+    if observed is not None:
+        try:
+            await run_in_threadpool(deps.container.issues.observe, observed)
+        except redis.RedisError as exc:
+            log.warning("could not record the GitHub observation of #%s: %s", observed.number, exc)
+    for summary in summaries_of(event, body, repository=repository, received_at_ms=now_ms):
+        try:
+            await run_in_threadpool(deps.container.work.observe, summary)
+        except redis.RedisError as exc:
+            log.warning(
+                "could not record the GitHub work summary of %s #%s: %s",
+                summary.kind,
+                summary.number,
+                exc,
+            )
 
 
 def verify(request: Request, raw: bytes, deps: IngressDeps) -> None:

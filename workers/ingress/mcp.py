@@ -4,11 +4,12 @@ routes serve (workers/tools/), on the official MCP SDK's low-level `Server`.
 Two transports, one server:
 
 - streamable HTTP at `/mcp` on the ingress (`McpEndpoint`, mounted by app.py). Every HTTP
-  request is authenticated before the SDK sees it: `Authorization: Bearer <the API token>`
-  (401 otherwise) and `X-Seatwire-Seat: <seat id or alias>` naming the seat the call acts as
-  (401 when missing, 404 when the org has no such seat). The session manager is stateless:
-  the seat comes with each request's headers, so nothing is kept between requests and any
-  ingress process can answer any request (all state is in Redis);
+  request is authenticated before the SDK sees it: `Authorization: Bearer <a seat's token>`
+  names the seat the call acts as (401 without a valid token, 403 `seat_only` for an
+  operator token); an `X-Seatwire-Seat` header is optional and, when sent, must name that
+  same seat (member id or alias; 403 `wrong_seat` otherwise). The session manager is
+  stateless: the seat comes with each request's token, so nothing is kept between requests
+  and any ingress process can answer any request (all state is in Redis);
 - stdio, `seatwire mcp --seat SEAT` (workers/mcp_cli.py): one process, one seat.
 
 `tools/list` answers exactly the seed's tools (contracts/tool_schemas.py): its names in its
@@ -22,7 +23,6 @@ the `internal_error` tool error, nothing more said.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -142,7 +142,7 @@ def http_seat(ctx: ServerRequestContext[Any, Any]) -> Seat:
 
 
 class McpEndpoint:
-    """The ASGI app at `/mcp`: the bearer token and the seat header checked (401, 404) before
+    """The ASGI app at `/mcp`: the seat's token and the seat header checked (401, 403) before
     the SDK's streamable HTTP transport sees the request. `run()` is the app's lifespan part:
     a session manager can run only once, so each run gets a new one (and a request served
     without the lifespan runs one of its own)."""
@@ -165,30 +165,38 @@ class McpEndpoint:
             finally:
                 self._manager = None
 
-    def authenticate(self, headers: Headers) -> Seat:
-        """The seat the request acts as; a Refusal (401 or 404) otherwise."""
+    async def authenticate(self, headers: Headers) -> Seat:
+        """The seat the request's token is; a Refusal (401 or 403) otherwise."""
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), self.deps.token
-        ):
+        auth = self.deps.auth
+        caller = await auth.caller_async(token.strip()) if scheme.lower() == "bearer" else None
+        if caller is None:
             raise Refusal(problem(401, "unauthorized", "a valid bearer token is required"))
-        ident = headers.get(SEAT_HEADER, "").strip()
-        if not ident:
+        if caller.role != "seat" or caller.seat is None:
             raise Refusal(
                 problem(
-                    401,
-                    "seat_required",
-                    f"the {SEAT_HEADER} header must name the seat this session acts as "
-                    "(its member id or alias)",
+                    403,
+                    "seat_only",
+                    "/mcp takes a seat's token: the calls act as the seat it was issued to",
                 )
             )
-        return self.deps.seat(ident)
+        ident = headers.get(SEAT_HEADER, "").strip()
+        if ident and not auth.seat_matches(caller, ident):
+            raise Refusal(
+                problem(
+                    403,
+                    "wrong_seat",
+                    f"{SEAT_HEADER}: {ident!r} is not the seat of this token "
+                    f"({caller.seat.member_id!r}); send that seat's own token",
+                )
+            )
+        return caller.seat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             if scope["type"] != "http":
                 raise Refusal(problem(404, "not_found", "MCP is served over HTTP here"))
-            scope[SCOPE_SEAT] = self.authenticate(Headers(scope=scope))
+            scope[SCOPE_SEAT] = await self.authenticate(Headers(scope=scope))
         except Refusal as refusal:
             await refusal.response(scope, receive, send)
             return

@@ -8,7 +8,7 @@ A source is who a route says sent the request, and only once the route's own che
 - `POST /webhooks/slack`: the Slack team (`team_id`, else `enterprise_id`), v0 signature valid;
 - `POST /webhooks/github`: the GitHub installation, else the repository, else the
   organisation, X-Hub-Signature-256 valid;
-- `POST /v1/...`: the bearer caller (a hash of its token), token valid.
+- `POST /v1/...`: the bearer caller (a hash of its token), token valid (any role: auth.py).
 
 The budget is a token bucket in Redis, one Lua script (workers/stores/lua/rate_take.lua) in
 its GCRA form: one number a source (the time its bucket is full again), Redis's own clock,
@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import cast
 from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.signatures import Refused, verify_github, verify_slack
+from workers.ingress.auth import Authenticator
 from workers.ingress.http import UNAVAILABLE, problem
 from workers.ingress.intake import PerLoop
 from workers.settings import Settings
@@ -47,6 +48,8 @@ from workers.stores.scripts import text
 
 # Who sent a request, from its headers and body, once the route's own check holds; else None.
 Source = Callable[[Headers, bytes, Settings, int], str | None]
+# The /v1 caller: its token looked up (which may read Redis), so asynchronous.
+V1Source = Callable[[Headers], Awaitable[str | None]]
 BUDGET_S = 0.5  # of the route's budget (1.5 s on a webhook): the rest is the journal's
 
 
@@ -98,12 +101,13 @@ def github_source(headers: Headers, raw: bytes, settings: Settings, _now_s: int)
     return f"github:{_identity(body, GITHUB_FIELDS)}"
 
 
-def v1_source(token: bytes) -> Source:
-    def source(headers: Headers, _raw: bytes, _settings: Settings, _now_s: int) -> str | None:
+def v1_source(auth: Authenticator) -> V1Source:
+    async def source(headers: Headers) -> str | None:
         scheme, _, given = (headers.get("authorization") or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token):
+        token = given.strip()
+        if scheme.lower() != "bearer" or await auth.caller_async(token) is None:
             return None
-        return f"v1:{hashlib.sha256(token).hexdigest()[:16]}"
+        return f"v1:{hashlib.sha256(token.encode()).hexdigest()[:16]}"
 
     return source
 
@@ -153,20 +157,20 @@ class RateLimit:
         *,
         limiter: RateLimiter | None,
         settings: Settings,
-        token: bytes,
+        auth: Authenticator,
         clock_ms: Callable[[], int],
     ) -> None:
         self.app = app
         self.limiter = limiter
         self.settings = settings
         self.clock_ms = clock_ms
-        self.v1 = v1_source(token)
+        self.v1 = v1_source(auth)
         self.sources: dict[str, Source] = {
             "/webhooks/slack": slack_source,
             "/webhooks/github": github_source,
         }
 
-    def _source_fn(self, scope: Scope) -> Source | None:
+    def _source_fn(self, scope: Scope) -> Source | V1Source | None:
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
         path: str = scope["path"]
@@ -185,7 +189,16 @@ class RateLimit:
         if not whole:  # over the cap: the route refuses it (413) without our help
             await self.app(scope, replay, send)
             return
-        source = find(headers, raw, self.settings, self.clock_ms() // 1000)
+        if find is self.v1:
+            try:
+                source = await self.v1(headers)
+            except UNAVAILABLE as exc:
+                await problem(503, "unavailable", f"token lookup unavailable: {exc}")(
+                    scope, replay, send
+                )
+                return
+        else:
+            source = cast(Source, find)(headers, raw, self.settings, self.clock_ms() // 1000)
         if source is not None:
             try:
                 async with asyncio.timeout(BUDGET_S):

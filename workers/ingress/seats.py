@@ -24,10 +24,11 @@ from pipeline.turns import Control, status_of
 from workers.broker import publish
 from workers.ingress.deps import Deps
 from workers.ingress.http import json_body, problem, validated
-from workers.ingress.v1 import read_json, require_token
+from workers.ingress.v1 import read_json, require_seat, require_token
 from workers.queues import Task
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+seat_router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
 
 @router.get("/seats/{seat}/status")
@@ -64,7 +65,7 @@ async def post_run_now(seat: str, deps: Deps) -> Response:
     return await _control(seat, deps, "run-now")
 
 
-@router.post("/seats/{seat}/turns/{turn}/outcome")
+@seat_router.post("/seats/{seat}/turns/{turn}/outcome")
 async def post_outcome(seat: str, turn: str, request: Request, deps: Deps) -> Response:
     """Report how the seat's turn `turn` ended: 202 once it is on its way to the turns stage,
     which settles it; 200 for the same outcome of a finished turn; 409 otherwise."""

@@ -6,7 +6,8 @@ server serves (workers/tools/), one route per tool.
 200 with the tool's result; a refusal answers with its status and `{error, message, field?}`
 (422 for arguments the tool's input schema refuses, naming each field; 404 for a tool that
 does not exist; 501 for one of the seed's tools Seatwire does not serve yet). The seat is the
-one the path names, and the call acts as that seat.
+one the path names, the token must be that seat's own (v1.py `require_seat`), and the call
+acts as that seat.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from fastapi.responses import JSONResponse, Response
 
 from workers.ingress.deps import Deps
 from workers.ingress.http import json_body, problem
-from workers.ingress.v1 import read_json, require_token
+from workers.ingress.v1 import read_json, require_seat
 from workers.tools import ToolContext, ToolError, call, load
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 load()
 
 

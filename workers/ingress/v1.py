@@ -1,16 +1,24 @@
 """The `/v1` API: work reports, the inbox, tracking, the ledger, traces and generic events.
 
-Every route needs the bearer token: one dependency on the router (`require_token`, which
-also gives the OpenAPI document its bearer scheme). Then, in order, before anything is
-written: 413 (size), 415 (content type), 404 (seat), 422 (the field that is wrong), 409 (a
-revision or delivery id reused for other content). A step that refuses raises `Refusal`; an
-unreachable store raises and is the app's 503 (see app.py).
+Every route needs a bearer token of the right role (issue 13 point 6), checked by one
+dependency on its router before the route's body runs (so a refusal reads and writes
+nothing), each of which also gives the OpenAPI document its bearer scheme:
+
+- `require_seat` (`seat_router`): a seat's own routes (`/v1/seats/{seat}/...` that the seat
+  itself calls) take only that seat's token: another seat's is 403 `wrong_seat`, an
+  operator token 403 `seat_only`;
+- `require_token` (`router`): every other route takes only an operator token: a seat token
+  is 403 `operator_only`.
+
+No token, or one nobody issued (or revoked), is 401 `unauthorized`. Then, in order, before
+anything is written: 413 (size), 415 (content type), 404 (seat), 422 (the field that is
+wrong), 409 (a revision or delivery id reused for other content). A step that refuses
+raises `Refusal`; an unreachable store raises and is the app's 503 (see app.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from typing import Annotated, Any
 
@@ -22,6 +30,7 @@ from pydantic import ValidationError
 
 from contracts import Candidate, Seat, Trace, WorkReport
 from workers.ingress.accept import accept_inbound, accept_work
+from workers.ingress.auth import Caller
 from workers.ingress.deps import Deps
 from workers.ingress.http import (
     BodyTooLarge,
@@ -38,22 +47,64 @@ from workers.ingress.http import (
 )
 from workers.stores.inbox import AckBeyondLast
 
-bearer = HTTPBearer(auto_error=False, description="The API token (SEATWIRE_API_TOKEN).")
+bearer = HTTPBearer(
+    auto_error=False,
+    description="A seat's token on that seat's routes, an operator token on the others "
+    "(SEATWIRE_API_TOKEN is one; `seatwire token issue` makes more).",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-async def require_token(
-    deps: Deps, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-) -> None:
-    """401 unless `Authorization: Bearer <the API token>`."""
-    token = None if credentials is None else credentials.credentials.encode()
-    if token is None or not hmac.compare_digest(token, deps.token):
+async def authenticated(deps: Deps, credentials: Credentials) -> Caller:
+    """The caller a bearer token names; a 401 Refusal for no token or an unknown one."""
+    token = "" if credentials is None else credentials.credentials.strip()
+    caller = await deps.auth.caller_async(token)
+    if caller is None:
         raise Refusal(problem(401, "unauthorized", "a valid bearer token is required"))
+    return caller
+
+
+async def require_token(deps: Deps, credentials: Credentials) -> Caller:
+    """An operator's routes: 401 without a valid token, 403 `operator_only` for a seat's."""
+    caller = await authenticated(deps, credentials)
+    if caller.role != "operator":
+        raise Refusal(
+            problem(403, "operator_only", "this route takes an operator token, not a seat's")
+        )
+    return caller
+
+
+async def require_seat(request: Request, deps: Deps, credentials: Credentials) -> Caller:
+    """A seat's own routes (`/v1/seats/{seat}/...`): 401 without a valid token, 403
+    `seat_only` for an operator token, 403 `wrong_seat` for another seat's token."""
+    caller = await authenticated(deps, credentials)
+    if caller.role != "seat" or caller.seat is None:
+        raise Refusal(
+            problem(
+                403,
+                "seat_only",
+                "this route takes the token of the seat it names (an operator token acts "
+                "as no seat)",
+            )
+        )
+    named = str(request.path_params.get("seat", ""))
+    if not deps.auth.seat_matches(caller, named):
+        raise Refusal(
+            problem(
+                403,
+                "wrong_seat",
+                f"this token is the seat {caller.seat.member_id!r}'s: it is valid only on "
+                "that seat's routes",
+            )
+        )
+    return caller
 
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+seat_router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
 
-@router.post("/seats/{seat}/work", status_code=202)
+@seat_router.post("/seats/{seat}/work", status_code=202)
 async def post_work(seat: str, request: Request, deps: Deps) -> Response:
     """Report a piece of a seat's work; 202 with a tracking id once it is journalled."""
     raw = await read_json(request, deps.settings.max_body_bytes)
@@ -62,7 +113,7 @@ async def post_work(seat: str, request: Request, deps: Deps) -> Response:
     return await accept_work(deps, known.member_id, report)
 
 
-@router.get("/seats/{seat}/updates")
+@seat_router.get("/seats/{seat}/updates")
 async def get_updates(seat: str, deps: Deps) -> Response:
     """A seat's unacknowledged inbox items, oldest first (at most 50 items or 64 KB); the
     same items come back until `POST .../updates/ack` acknowledges their position."""
@@ -71,7 +122,7 @@ async def get_updates(seat: str, deps: Deps) -> Response:
     return JSONResponse(page.to_wire())
 
 
-@router.post("/seats/{seat}/updates/ack")
+@seat_router.post("/seats/{seat}/updates/ack")
 async def ack_updates(seat: str, request: Request, deps: Deps) -> Response:
     """Acknowledge every inbox item up to `position`; answers with the next page."""
     known = deps.seat(seat)

@@ -318,3 +318,31 @@ def work_item(kind: str, number: int) -> str:
 def work_index(kind: str, state: str) -> str:
     """Zset of the observed items of one kind in one state, by number."""
     return f"{PREFIX}work:{kind}:{state}"
+
+
+# API tokens (issue 13 point 6, workers/stores/tokens.py): hash sha256(token) hex -> the
+# token's role, seat, label and issue time (JSON). Never the token itself.
+TOKENS = f"{PREFIX}tokens"
+
+
+# find_work's indexes beside work_item and work_index (workers/stores/work.py).
+
+
+def work_label(kind: str, state: str, label: str) -> str:
+    """Zset of the observed items of one kind and state carrying one exact label, by number."""
+    return f"{PREFIX}work:{kind}:{state}:label:{label}"
+
+
+def work_milestone(kind: str, state: str, milestone: int) -> str:
+    """Zset of the observed items of one kind and state in one milestone, by number."""
+    return f"{PREFIX}work:{kind}:{state}:milestone:{milestone}"
+
+
+def work_expiry(kind: str) -> str:
+    """Zset of the kind's closed or removed items (item key -> ms when it may be dropped)."""
+    return f"{PREFIX}work:{kind}:expiry"
+
+
+def direction_log(direction_id: str) -> str:
+    """Stream of one direction's audit: every change, oldest first."""
+    return f"{PREFIX}dir:{direction_id}:log"

@@ -24,6 +24,10 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "cost_record": (),
     "decision_record": (),
     "delivery_count": ("dead_letter",),
+    "direction_end": (),
+    "direction_open": (),
+    "direction_settle": (),
+    "direction_vote": (),
     "dlq_replay": ("dead_letter",),
     "guard_reserve": (),
     "inbound_record": (),
@@ -43,6 +47,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "message_send": (),
     "op_finish": (),
     "park": (),
+    "project_notify": (),
     "rate_take": (),
     "sample_record": (),
     "send_abandon": (),
@@ -54,6 +59,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "stage_give_up": ("dead_letter",),
     "sweep_claim": ("dead_letter",),
     "unpark_due": (),
+    "work_observe": (),
 }
 LIBRARIES = frozenset({"dead_letter"})  # functions other scripts call, never run alone
 

@@ -94,7 +94,7 @@ class SeatRuns:
         pipe.hmget(keys.PROJECT, ["started", "paused"])
         for seat in seat_ids:
             pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
-            pipe.hmget(keys.inbox_meta(seat), ["last", "acked"])
+            pipe.hmget(keys.inbox_meta(seat), ["last", "acked", "projectSince", "projectEnd"])
             pipe.hget(keys.seat_state(seat), "notices")
             pipe.hget(keys.backlog(seat), REVISION_FIELD)
             pipe.zcard(keys.backlog_open(seat))
@@ -110,13 +110,14 @@ class SeatRuns:
         states = self._op_states([o for seat_ops in ops for o in seat_ops])
         out: list[tuple[Read, Observed]] = []
         for seat, reply, seat_ops in zip(seat_ids, per_seat, ops, strict=True):
-            (rev, doc), (last, acked), notices, revision, open_items, work, _ = reply
+            (rev, doc), (last, acked, since, end), notices, revision, open_items, work, _ = reply
             out.append(
                 (
                     _read(seat, rev, doc),
                     Observed(
                         inbox_last=_int(last),
                         inbox_acked=_int(acked),
+                        project_run=(_int(since), _int(end)),
                         notices=_int(notices),
                         backlog_revision=_int(revision),
                         backlog_open=int(open_items),

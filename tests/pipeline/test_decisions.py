@@ -1,0 +1,140 @@
+"""The pure rules of project directions (pipeline/decisions.py): ids, the countdown range, the
+deadline boundary, weights and tallies, ties and approvals, who may decide, cursors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts.org import DecisionPolicy
+from contracts.tools import ToolError
+from pipeline import decisions as rules
+
+POLICY = DecisionPolicy(owner_id="ava", min_countdown_seconds=60, max_countdown_seconds=3600)
+
+
+def snapshot(**over: Any) -> dict[str, Any]:
+    return {**rules.policy_snapshot(POLICY, "acme/widgets"), **over}
+
+
+def vote(member: str, kind: str, option: int) -> dict[str, Any]:
+    return rules.vote_doc(
+        member_id=member, kind=kind, option=option, reason="", revision=1, now_ms=0
+    )
+
+
+def test_a_direction_id_is_64_hex_and_fixed_by_opener_and_request() -> None:
+    a = rules.direction_id("scout", "r1")
+    assert len(a) == 64 and int(a, 16) >= 0
+    assert a == rules.direction_id("scout", "r1")
+    assert a != rules.direction_id("sage", "r1") != rules.direction_id("scout", "r2")
+
+
+def test_the_countdown_range_is_inclusive_and_named() -> None:
+    rules.check_countdown(POLICY, 60)
+    rules.check_countdown(POLICY, 3600)
+    for bad in (59, 3601):
+        with pytest.raises(ToolError) as caught:
+            rules.check_countdown(POLICY, bad)
+        assert caught.value.field == "countdown_seconds" and "60 to 3600" in caught.value.message
+
+
+def test_the_policy_defaults_and_validation() -> None:
+    assert POLICY.resolver == "ava" and snapshot()["resolverId"] == "ava"
+    with pytest.raises(ValueError, match="maxCountdownSeconds"):
+        DecisionPolicy(owner_id="ava", min_countdown_seconds=10, max_countdown_seconds=5)
+
+
+def test_voting_is_open_strictly_before_the_deadline() -> None:
+    assert rules.voting_open(1000, None, 999)
+    assert not rules.voting_open(1000, None, 1000)
+    assert not rules.voting_open(1000, {"state": "decided"}, 10)
+
+
+def test_weights_a_person_outweighs_one_agent() -> None:
+    result = rules.close([vote("a", rules.AGENT, 0), vote("h", rules.HUMAN, 1)], snapshot(), 5)
+    assert result["state"] == rules.DECIDED and result["winner"] == 1
+    assert [r["weight"] for r in result["tally"]] == [1, 2]
+    assert result["closedAtMs"] == 5 and result["winnerLabel"] == "Against"
+    two = rules.close(
+        [vote("a", rules.AGENT, 0), vote("b", rules.AGENT, 0), vote("h", rules.HUMAN, 1)],
+        snapshot(),
+        5,
+    )
+    assert two["state"] == rules.TIED and two["winner"] is None
+
+
+def test_no_votes_is_a_tie_and_approval_waits() -> None:
+    assert rules.close([], snapshot(), 0)["state"] == rules.TIED
+    waiting = rules.close([vote("a", rules.AGENT, 0)], snapshot(requiresApproval=True), 0)
+    assert waiting["state"] == rules.AWAITING_APPROVAL and waiting["winner"] == 0
+
+
+def refusal(result: dict[str, Any] | None, **over: Any) -> ToolError | None:
+    args: dict[str, Any] = {
+        "policy": snapshot(),
+        "result": result,
+        "revision": 4,
+        "deadline_ms": 100,
+        "actor": "ava",
+        "action": rules.RESOLVE_TIE,
+        "option": 0,
+        "expected_revision": 4,
+        **over,
+    }
+    return rules.decide_refusal(**args)
+
+
+def test_who_may_decide_and_when() -> None:
+    tied = rules.close([], snapshot(), 100)
+    assert refusal(tied) is None
+    cases = [
+        (refusal(tied, actor="bo"), 403, "not_permitted"),
+        (refusal(None), 409, "voting_open"),
+        (refusal(tied, expected_revision=3), 409, "revision_conflict"),
+        (refusal(tied, option=None), 422, "option_required"),
+        (refusal(tied, action=rules.APPROVE, option=1), 422, "option_not_allowed"),
+        (refusal(tied, action=rules.APPROVE, option=None), 409, "wrong_state"),
+    ]
+    for found, status, code in cases:
+        assert found is not None and (found.status, found.code) == (status, code)
+    bo = refusal(tied, actor="bo")
+    assert bo is not None and "ava" in bo.message
+
+
+def test_tie_resolution_does_not_approve() -> None:
+    tied = rules.close([], snapshot(requiresApproval=True), 100)
+    resolved = rules.decide(
+        tied, actor="ava", action=rules.RESOLVE_TIE, option=1, reason="r", now_ms=200
+    )
+    assert resolved["state"] == rules.AWAITING_APPROVAL and resolved["winner"] == 1
+    approved = rules.decide(
+        resolved, actor="ava", action=rules.APPROVE, option=None, reason="ok", now_ms=300
+    )
+    assert approved["state"] == rules.DECIDED and approved["approval"]["approved"] is True
+    rejected = rules.decide(
+        resolved, actor="ava", action=rules.REJECT, option=None, reason="no", now_ms=300
+    )
+    assert rejected["state"] == rules.REJECTED and rejected["winner"] == 1
+
+
+def test_only_the_owner_ends_voting() -> None:
+    assert rules.end_refusal(snapshot(), "ava") is None
+    other = rules.end_refusal(snapshot(), "bo")
+    assert other is not None and other.status == 403 and "ava" in other.message
+
+
+def test_a_cursor_is_the_viewers_own() -> None:
+    cursor = rules.cursor_of("scout", "ab" * 32)
+    assert rules.cursor_after(cursor, "scout") == "ab" * 32
+    for viewer, bad in (("sage", cursor), ("scout", "!!"), ("scout", "e30=")):
+        with pytest.raises(ToolError):
+            rules.cursor_after(bad, viewer)
+
+
+def test_fingerprints_tell_replays_from_other_input() -> None:
+    one = rules.fingerprint("vote", rules.vote_fields("d", 0, "", 0))
+    assert one == rules.fingerprint("vote", rules.vote_fields("d", 0, "", 0))
+    assert one != rules.fingerprint("vote", rules.vote_fields("d", 1, "", 0))
+    assert one != rules.fingerprint("decide", rules.vote_fields("d", 0, "", 0))

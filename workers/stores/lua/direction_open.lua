@@ -1,0 +1,39 @@
+-- Open one project direction, all at once and only once: the opener's request receipt, the
+-- direction (its fixed part, deadline and revision 1), its place in the index, the first
+-- line of its audit log, and a directed item in each other seat's inbox with its notices.
+-- KEYS: 1 the request's receipt key (fingerprint then receipt JSON), 2 the direction hash,
+--       3 the index zset, 4 the direction's log stream, then 3 per seat notified (inbox
+--       stream, inbox meta, seat counters hash).
+-- ARGV: 1 fingerprint (64 hex), 2 receipt JSON, 3 the direction's fixed part JSON,
+--       4 deadline (Unix ms), 5 direction id, 6 log entry JSON, 7 inbox item JSON (with
+--       "position":0 for the script to fill in), 8 seats notified, 9 receipt TTL ms.
+-- Returns {'duplicate', receipt} (the same open again), {'conflict', receipt} (the request
+-- id was used for another input) or {'recorded', receipt}. Only 'recorded' writes.
+local receipt = redis.call('GET', KEYS[1])
+if receipt then
+  if string.sub(receipt, 1, 64) == ARGV[1] then
+    return {'duplicate', string.sub(receipt, 65)}
+  end
+  return {'conflict', string.sub(receipt, 65)}
+end
+local stored = redis.call('HGET', KEYS[2], 'fingerprint')
+if stored then
+  -- the receipt expired, the direction did not: the same answer from the direction
+  local earlier = redis.call('HGET', KEYS[2], 'receipt')
+  if stored == ARGV[1] then return {'duplicate', earlier} end
+  return {'conflict', earlier}
+end
+redis.call('HSET', KEYS[2], 'doc', ARGV[3], 'fingerprint', ARGV[1], 'receipt', ARGV[2],
+  'deadlineMs', ARGV[4], 'rev', 1)
+redis.call('ZADD', KEYS[3], 0, ARGV[5])
+redis.call('XADD', KEYS[4], '*', 'event', ARGV[6])
+redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2], 'PX', ARGV[9])
+local k = 5
+for _ = 1, tonumber(ARGV[8]) do
+  local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
+  redis.call('XADD', KEYS[k], position .. '-0', 'item',
+    (string.gsub(ARGV[7], '"position":0', '"position":' .. position, 1)))
+  redis.call('HINCRBY', KEYS[k + 2], 'notices', 1)
+  k = k + 3
+end
+return {'recorded', ARGV[2]}

@@ -1,0 +1,80 @@
+"""The project's own state and its project-wide items (issue 13, seed 002's get_updates):
+start, pause, resume and announcements, each put in front of every seat at once.
+
+The flags live in `keys.PROJECT` (`started`, `paused`); they are what `get_project` shows and
+what the work controller reads as `news.project`. Each change, and each announcement, is an
+item in every seat's inbox, written with the flag in one script (`project_notify.lua`), so a
+seat never sees the project paused without the item that says so. Project items are not
+directed events: they do not count as the seat's notices, and an inbox holding only them is
+project-only news (the controller's announcement jitter spreads the seats' turns).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Literal
+
+import redis
+
+from contracts import Candidate, InboxItem, MessagePart
+from workers.stores import keys
+from workers.stores.scripts import script
+
+ProjectEvent = Literal["start", "pause", "resume", "announcement"]
+SOURCE = "seatwire"
+SURFACE = "project"
+FLAGS: dict[ProjectEvent, tuple[str, str]] = {
+    "start": ("started", "1"),
+    "pause": ("paused", "1"),
+    "resume": ("paused", "0"),
+}
+WORDS: dict[ProjectEvent, str] = {
+    "start": "The project has started.",
+    "pause": "The project is paused: hold new work until it resumes.",
+    "resume": "The project has resumed.",
+}
+
+
+class ProjectStore:
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+        self._notify = script(client, "project_notify")
+
+    def notify(
+        self,
+        event: ProjectEvent,
+        seat_ids: Sequence[str],
+        *,
+        by: str,
+        now_ms: int,
+        body: str | None = None,
+    ) -> InboxItem:
+        """Set the flag `event` changes (if any) and put its item in every seat's inbox."""
+        text = body if event == "announcement" and body else WORDS.get(event, "")
+        delivery = (
+            "project:"
+            + hashlib.sha256(f"{event}\x1f{by}\x1f{now_ms}\x1f{text}".encode()).hexdigest()[:24]
+        )
+        item = InboxItem(
+            position=1,
+            delivery_id=delivery,
+            family="messaging",
+            source=SOURCE,
+            surface=SURFACE,
+            reason=f"project_{event}",
+            why=f"a project-wide {event} by {by}",
+            at_ms=now_ms,
+            candidate=Candidate(
+                family="messaging",
+                source=SOURCE,
+                delivery_id=delivery,
+                msg=MessagePart(author_id=by, body=text),
+                at_ms=now_ms,
+            ),
+        )
+        template = item.model_dump_json(by_alias=True).replace('"position":1', '"position":0', 1)
+        field, value = FLAGS.get(event, ("", ""))
+        seat_keys = [k for s in seat_ids for k in (keys.inbox(s), keys.inbox_meta(s))]
+        self._notify(keys=[keys.PROJECT, *seat_keys], args=[field, value, template, len(seat_ids)])
+        return item
