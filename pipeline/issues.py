@@ -16,13 +16,13 @@ import base64
 import binascii
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from contracts.tools import CoordinateIssue
 from contracts.work import Blocker, WorkReport
+from pipeline.launches import parse_iso
 
 Action = Literal["claim", "refresh", "release", "join", "leave", "follow", "unfollow", "report"]
 Kind = Literal["issue", "pull_request"]
@@ -111,7 +111,7 @@ def observation_of(
     None (another repository, another event, a payload without the facts). Lenient: never
     raises."""
     key = ITEM_KEYS.get(event.strip().lower()) if isinstance(event, str) else None
-    repo = _dig(payload, "repository", "full_name")
+    repo = dig(payload, "repository", "full_name")
     if key is None or not repository or not isinstance(repo, str):
         return None
     if repo.casefold() != repository.casefold():
@@ -124,7 +124,7 @@ def observation_of(
         return None
     if state not in ("open", "closed"):
         return None
-    updated_ms = _ms(updated)
+    updated_ms = iso_ms(updated)
     if updated_ms is None:
         return None
     # An issue_comment's `issue` is a pull request when it carries `pull_request`.
@@ -259,7 +259,7 @@ def blocked_report(
     )
 
 
-def _dig(value: Any, *path: str) -> Any:
+def dig(value: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(value, Mapping):
             return None
@@ -267,26 +267,9 @@ def _dig(value: Any, *path: str) -> Any:
     return value
 
 
-ISO_UTC = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z")
-
-
-def _ms(value: Any) -> int | None:
-    """GitHub's UTC time (`2026-01-02T03:04:05Z`) as Unix ms, or None (no clock read: the
-    days are counted from the civil date)."""
-    found = ISO_UTC.fullmatch(value) if isinstance(value, str) else None
-    if found is None:
-        return None
-    y, m, d, hh, mm, ss = (int(found[i]) for i in range(1, 7))
-    if not (1 <= m <= 12 and 1 <= d <= 31 and hh < 24 and mm < 60 and ss < 61):
-        return None
-    frac = int((found[7] or "0").ljust(3, "0")[:3])
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    days = era * 146097 + doe - 719468
-    return ((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + frac
+def iso_ms(value: Any) -> int | None:
+    """GitHub's time (`2026-01-02T03:04:05Z`) as Unix ms, or None when it is not one."""
+    return parse_iso(value) if isinstance(value, str) else None
 
 
 def roles_of(owner: str | None, seat: str, member: Mapping[str, Any] | None) -> Sequence[Role]:

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contracts.tools import FindWork, ToolError
-from pipeline.issues import _dig as dig
-from pipeline.issues import _ms as iso_ms
+from pipeline.issues import ITEM_KEYS, dig, iso_ms
 
 Kind = Literal["issue", "pull_request", "milestone"]
 GitHubState = Literal["open", "closed"]
@@ -37,14 +36,6 @@ MAX_LABEL = 100  # characters of a label name; a longer one cannot be asked for,
 MAX_URL = 500
 CURSOR_VERSION = 1
 
-# GitHub events whose payload carries the Issue or pull request they are about.
-ITEM_KEYS: Mapping[str, str] = {
-    "issues": "issue",
-    "issue_comment": "issue",
-    "pull_request": "pull_request",
-    "pull_request_review": "pull_request",
-    "pull_request_review_comment": "pull_request",
-}
 # `issues` actions after which the number is no longer the repository's Issue.
 REMOVING_ISSUE_ACTIONS = frozenset({"deleted", "transferred"})
 

@@ -159,15 +159,9 @@ def run_controller_demo(
             f"{'' if final.get('state') == 'engaged' else ' (' + str(final.get('state')) + ')'}",
         ),
     ]
-    table = Table(title="The work controller: when each seat's turn runs", show_lines=True)
-    for col in ("seat", "given", "expected", "got", "check"):
-        table.add_column(col, overflow="fold")
-    failures = 0
-    for seat, given, expected, got in cases:
-        ok = got == expected
-        failures += 0 if ok else 1
-        table.add_row(seat, given, expected, got, "ok" if ok else "[red]UNEXPECTED[/red]")
-    console.print(table)
+    failures = checked_cases(
+        console, "The work controller: when each seat's turn runs", ("seat", "given"), cases
+    )
     if asks:
         first_line = str(asks[0].get("body", "")).splitlines()[0].strip("*")
         console.print(f"The ask to Ava begins: {first_line}", soft_wrap=False)
@@ -175,6 +169,26 @@ def run_controller_demo(
         "Each seat's decision, streak and last turns: GET /v1/seats/{seat}/status, or "
         "`seatwire seat status SEAT` against a Redis."
     )
+    return failures
+
+
+def checked_cases(
+    console: Console,
+    title: str,
+    given: tuple[str, str],
+    cases: list[tuple[str, str, str, str]],
+) -> int:
+    """A table of cases (two columns saying what was given, then expected, got and the
+    check); how many ended otherwise than expected."""
+    table = Table(title=title, show_lines=True)
+    for col in (*given, "expected", "got", "check"):
+        table.add_column(col, overflow="fold")
+    failures = 0
+    for first, second, expected, got in cases:
+        ok = got == expected
+        failures += 0 if ok else 1
+        table.add_row(first, second, expected, got, "ok" if ok else "[red]UNEXPECTED[/red]")
+    console.print(table)
     return failures
 
 

@@ -24,10 +24,9 @@ from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 from rich.console import Console
-from rich.table import Table
 
 from workers.container import Container
-from workers.controller_demo import settled
+from workers.controller_demo import checked_cases, settled
 from workers.stages.controller_tick import ControllerTick
 
 Headers = Callable[[str], dict[str, str]]
@@ -156,13 +155,7 @@ def run_tools_demo(
             "refused" if intent["isError"] else f"1 turn, reason {turn.get('reason')}",
         ),
     ]
-    table = Table(title="A seat's tools, over MCP (streamable HTTP at /mcp)", show_lines=True)
-    for col in ("seat", "tool", "expected", "got", "check"):
-        table.add_column(col, overflow="fold")
-    failures = 0
-    for seat, tool, expected, got in cases:
-        ok = got == expected
-        failures += 0 if ok else 1
-        table.add_row(seat, tool, expected, got, "ok" if ok else "[red]UNEXPECTED[/red]")
-    console.print(table)
+    failures = checked_cases(
+        console, "A seat's tools, over MCP (streamable HTTP at /mcp)", ("seat", "tool"), cases
+    )
     return failures

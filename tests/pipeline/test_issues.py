@@ -114,7 +114,7 @@ def test_what_is_not_an_observation(event: str, body: dict, repository: str | No
     ],
 )
 def test_github_times_are_unix_ms(value: str, ms: int) -> None:
-    assert issues._ms(value) == ms
+    assert issues.iso_ms(value) == ms
 
 
 def test_the_wire_observation_and_its_notes() -> None:

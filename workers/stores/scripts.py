@@ -24,10 +24,10 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "cost_record": (),
     "decision_record": (),
     "delivery_count": ("dead_letter",),
-    "direction_end": (),
-    "direction_open": (),
-    "direction_settle": (),
-    "direction_vote": (),
+    "direction_end": ("direction_common",),
+    "direction_open": ("direction_common",),
+    "direction_settle": ("direction_common",),
+    "direction_vote": ("direction_common",),
     "dlq_replay": ("dead_letter",),
     "guard_reserve": (),
     "inbound_record": (),
@@ -61,7 +61,8 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "unpark_due": (),
     "work_observe": (),
 }
-LIBRARIES = frozenset({"dead_letter"})  # functions other scripts call, never run alone
+# Functions other scripts call, never run alone.
+LIBRARIES = frozenset({"dead_letter", "direction_common", "issue_common"})
 
 
 def _file(name: str) -> str:

@@ -9,13 +9,8 @@
 --       "position":0 for the script to fill in), 8 seats notified, 9 receipt TTL ms.
 -- Returns {'duplicate', receipt} (the same open again), {'conflict', receipt} (the request
 -- id was used for another input) or {'recorded', receipt}. Only 'recorded' writes.
-local receipt = redis.call('GET', KEYS[1])
-if receipt then
-  if string.sub(receipt, 1, 64) == ARGV[1] then
-    return {'duplicate', string.sub(receipt, 65)}
-  end
-  return {'conflict', string.sub(receipt, 65)}
-end
+local replayed = direction_replay(KEYS[1], ARGV[1])
+if replayed then return replayed end
 local stored = redis.call('HGET', KEYS[2], 'fingerprint')
 if stored then
   -- the receipt expired, the direction did not: the same answer from the direction

@@ -11,13 +11,8 @@
 -- recorded result JSON} (a closure that another caller recorded first), {'stale', the
 -- current revision}, or {'recorded', the direction's revision}. Only 'recorded' writes.
 if ARGV[1] ~= '' then
-  local receipt = redis.call('GET', KEYS[1])
-  if receipt then
-    if string.sub(receipt, 1, 64) == ARGV[1] then
-      return {'duplicate', string.sub(receipt, 65)}
-    end
-    return {'conflict', string.sub(receipt, 65)}
-  end
+  local replayed = direction_replay(KEYS[1], ARGV[1])
+  if replayed then return replayed end
 end
 local deadline = redis.call('HGET', KEYS[2], 'deadlineMs')
 if not deadline then return {'missing'} end

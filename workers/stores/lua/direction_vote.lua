@@ -11,19 +11,10 @@
 -- another input), {'missing'} (no such direction), {'closed', deadline, 1 when a result is
 -- recorded else 0}, {'stale', the current vote JSON or ''}, or {'recorded', the direction's
 -- revision}. Only 'recorded' writes.
-local receipt = redis.call('GET', KEYS[1])
-if receipt then
-  if string.sub(receipt, 1, 64) == ARGV[1] then
-    return {'duplicate', string.sub(receipt, 65)}
-  end
-  return {'conflict', string.sub(receipt, 65)}
-end
-local deadline = redis.call('HGET', KEYS[2], 'deadlineMs')
-if not deadline then return {'missing'} end
-local recorded = redis.call('HEXISTS', KEYS[2], 'result')
-if recorded == 1 or tonumber(ARGV[2]) >= tonumber(deadline) then
-  return {'closed', deadline, recorded}
-end
+local replayed = direction_replay(KEYS[1], ARGV[1])
+if replayed then return replayed end
+local shut = direction_shut(KEYS[2], ARGV[2])
+if shut then return shut end
 local current = redis.call('HGET', KEYS[2], ARGV[3])
 local revision = 0
 if current then revision = tonumber(cjson.decode(current).revision) end
