@@ -111,3 +111,30 @@ def test_a_bad_body_is_refused_and_writes_nothing(built) -> None:  # type: ignor
     assert client.post("/v1/project/announcements", headers=AUTH, json={}).status_code == 422
     assert client.post("/v1/project/pause", headers=AUTH, json={"why": "x"}).status_code == 422
     assert c.inbox.updates("scout").items == ()
+
+
+def test_a_changed_project_card_is_announced_once(
+    built,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """The controller's first tick records the card silently; after the org file's card
+    changes, the next ticks put one `project_card` item in every seat's inbox, once."""
+    from workers.stages import controller_tick
+    from workers.stages.controller_tick import ControllerTick
+
+    monkeypatch.setattr(controller_tick, "publish", lambda *a, **k: None)
+    _client, c = built
+    tick = ControllerTick(c, c.app, rng=lambda: 0.5)
+    tick(now_ms=1_000)
+    assert c.inbox.updates("scout").items == ()
+    org = c.settings.org_file
+    org.write_text(org.read_text().replace("members:", "project: {name: Atlas}\nmembers:", 1))
+    import os
+
+    os.utime(org, (2_000_000_000, 2_000_000_000))  # a new mtime: the org source re-reads it
+    tick(now_ms=2_000)
+    tick(now_ms=3_000)
+    for seat in ("scout", "tally"):
+        (item,) = c.inbox.updates(seat).items
+        assert item.reason == "project_card" and "Atlas" in item.candidate.msg.body  # type: ignore[union-attr]
+    assert seen(c, "scout")["project"]["card"]  # type: ignore[index]

@@ -14,6 +14,8 @@ whatever beat, the broker or a worker does.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 from collections import Counter
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from celery import Celery
 
 from contracts.controller import TurnMessage
+from contracts.org import Project
 from pipeline.controller import Rng
 from pipeline.turns import Ticked, tick_seat
 from workers.broker import publish
@@ -64,6 +67,14 @@ class ControllerTick:
         view = c.org.current()[0]
         seats = view.org.seats
         observed = c.seat_runs.observe([s.member_id for s in seats], now_ms=now)
+        card = card_fingerprint(view.org.project)
+        if observed and (observed[0][1].project or {}).get("card") != card:
+            # The org file's project card changed (or this is its first tick): every seat
+            # hears of it once; the next tick's news carries the new card.
+            c.project.card_changed(
+                [s.member_id for s in seats], card=card, name=view.org.project.name, now_ms=now
+            )
+            observed = c.seat_runs.observe([s.member_id for s in seats], now_ms=now)
         decisions: Counter[str] = Counter()
         writes, ticked = [], []
         for seat, (read, seen) in zip(seats, observed, strict=True):
@@ -100,6 +111,12 @@ class ControllerTick:
         assert t.publish is not None
         message = TurnMessage(seat_id=seat_id, turn_id=t.publish.turn_id).to_wire()
         publish(self.app, Task.TURN, t.publish.turn_id, message)
+
+
+def card_fingerprint(card: Project) -> str:
+    """The project card's identity: a change of any of its fields is a new card."""
+    canonical = json.dumps(card.to_wire(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 TASK = Task.CONTROLLER  # this module's row of the stage table

@@ -21,7 +21,7 @@ from contracts import Candidate, InboxItem, MessagePart
 from workers.stores import keys
 from workers.stores.scripts import script
 
-ProjectEvent = Literal["start", "pause", "resume", "announcement"]
+ProjectEvent = Literal["start", "pause", "resume", "announcement", "card"]
 SOURCE = "seatwire"
 SURFACE = "project"
 FLAGS: dict[ProjectEvent, tuple[str, str]] = {
@@ -49,9 +49,11 @@ class ProjectStore:
         by: str,
         now_ms: int,
         body: str | None = None,
+        card: str | None = None,
     ) -> InboxItem:
-        """Set the flag `event` changes (if any) and put its item in every seat's inbox."""
-        text = body if event == "announcement" and body else WORDS.get(event, "")
+        """Set the flag `event` changes (if any) and put its item in every seat's inbox. A
+        `card` event carries the card's fingerprint and is announced once per fingerprint."""
+        text = body if event in ("announcement", "card") and body else WORDS.get(event, "")
         delivery = (
             "project:"
             + hashlib.sha256(f"{event}\x1f{by}\x1f{now_ms}\x1f{text}".encode()).hexdigest()[:24]
@@ -74,7 +76,19 @@ class ProjectStore:
             ),
         )
         template = item.model_dump_json(by_alias=True).replace('"position":1', '"position":0', 1)
-        field, value = FLAGS.get(event, ("", ""))
+        field, value = ("card", card or "") if event == "card" else FLAGS.get(event, ("", ""))
         seat_keys = [k for s in seat_ids for k in (keys.inbox(s), keys.inbox_meta(s))]
-        self._notify(keys=[keys.PROJECT, *seat_keys], args=[field, value, template, len(seat_ids)])
+        once = "1" if event == "card" else "0"
+        self._notify(
+            keys=[keys.PROJECT, *seat_keys], args=[field, value, template, len(seat_ids), once]
+        )
         return item
+
+    def card_changed(self, seat_ids: Sequence[str], *, card: str, name: str, now_ms: int) -> None:
+        """Announce a new project card (its fingerprint `card`) to every seat, once; the first
+        card ever seen is recorded without an announcement (a new deployment is no change)."""
+        if self.r.hget(keys.PROJECT, "card") is None:
+            self.notify("card", [], by="seatwire", now_ms=now_ms, card=card)
+            return
+        words = f"The project card changed{': ' + name if name else ''}: read it with get_project."
+        self.notify("card", seat_ids, by="seatwire", now_ms=now_ms, body=words, card=card)

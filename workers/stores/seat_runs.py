@@ -91,7 +91,7 @@ class SeatRuns:
     def observe(self, seat_ids: Sequence[str], *, now_ms: int) -> list[tuple[Read, Observed]]:
         """Every seat's record and news inputs, in two round trips."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.hmget(keys.PROJECT, ["started", "paused"])
+        pipe.hmget(keys.PROJECT, ["started", "paused", "card"])
         for seat in seat_ids:
             pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
             pipe.hmget(keys.inbox_meta(seat), ["last", "acked", "projectSince", "projectEnd"])
@@ -103,8 +103,13 @@ class SeatRuns:
                 keys.by_seat(seat), "+inf", now_ms - DELIVERY_WINDOW_MS, start=0, num=DELIVERY_SCAN
             )
         replies = pipe.execute()
-        started, paused = replies[0]
-        project = {"started": _flag(started, True), "paused": _flag(paused, False)}
+        started, paused, card = replies[0]
+        project: dict[str, object] = {
+            "started": _flag(started, True),
+            "paused": _flag(paused, False),
+        }
+        if card is not None:
+            project["card"] = text(card)
         per_seat = [replies[1 + 7 * i : 8 + 7 * i] for i in range(len(seat_ids))]
         ops = [[text(o) for o in reply[6]] for reply in per_seat]
         states = self._op_states([o for seat_ops in ops for o in seat_ops])
