@@ -5,21 +5,32 @@ pydantic models that accept exactly what the seed's input schemas accept
 Field names are the seed's own (snake_case, as its tools take them). Unknown fields are
 refused where the seed's schema says `additionalProperties: false` (record_work_intent,
 open_decision) and ignored elsewhere, as a JSON Schema validator would. JSON Schema's
-`integer` is an integer (never a boolean, never a float with a fraction); its strings are
-not coerced from numbers. `ToolError` is how any tool refuses (the pure rules raise it too).
+`integer` is a number without a fraction (7.0 is 7; never a boolean); its strings are not
+coerced from numbers. `ToolError` is how any tool refuses (the pure rules raise it too).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 MAX_SAFE = 9_007_199_254_740_991
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's `integer` is any number with no fraction: 7.0 is 7 (a boolean is not)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# JSON Schema's integer: an int, or a float with no fraction; never a bool or a numeric string.
+Integer = Annotated[StrictInt, BeforeValidator(_integral)]
 Cursor = Annotated[StrictStr, Field(max_length=1000)]
 RequestId = Annotated[StrictStr, Field(pattern=r"^[\w-]{1,64}$")]
 DecisionRequestId = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
-IssueNumber = Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)]
+IssueNumber = Annotated[Integer, Field(gt=0, le=MAX_SAFE)]
 DirectionId = Annotated[StrictStr, Field(pattern=r"^[a-f0-9]{64}$")]
 
 
@@ -70,7 +81,7 @@ class FindWork(ToolInput):
     kind: Literal["issue", "pull_request", "milestone"] = "issue"
     state: Literal["open", "closed"] = "open"
     label: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = None
-    milestone: Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)] | None = None
+    milestone: Annotated[Integer, Field(gt=0, le=MAX_SAFE)] | None = None
     cursor: Cursor | None = None
 
 
@@ -80,7 +91,7 @@ class FindAgents(ToolInput):
 
 
 class GetUpdates(ToolInput):
-    ack: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE)] | None = None
+    ack: Annotated[Integer, Field(ge=0, le=MAX_SAFE)] | None = None
 
 
 class SendMessage(ToolInput):
@@ -105,7 +116,7 @@ class CoordinateIssue(ToolInput):
     issue_number: IssueNumber
     action: Literal["claim", "refresh", "release", "join", "leave", "follow", "unfollow", "report"]
     client_request_id: RequestId
-    expected_generation: Annotated[StrictInt, Field(gt=0, le=MAX_SAFE)] | None = None
+    expected_generation: Annotated[Integer, Field(gt=0, le=MAX_SAFE)] | None = None
     work_state: Literal["working", "waiting", "blocked", "paused", "done"] | None = None
     blocker: Annotated[StrictStr, Field(max_length=500)] | None = None
 
@@ -113,7 +124,7 @@ class CoordinateIssue(ToolInput):
 class RecordWorkIntent(ClosedToolInput):
     intent_id: RequestId
     client_request_id: RequestId
-    expected_revision: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE - 1)]
+    expected_revision: Annotated[Integer, Field(ge=0, le=MAX_SAFE - 1)]
     state: Literal["runnable", "waiting", "blocked", "done", "cancelled"]
     next_step: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
     issue_number: IssueNumber | None = None
@@ -129,7 +140,7 @@ class OpenDecision(ClosedToolInput):
     client_request_id: DecisionRequestId
     title: Annotated[StrictStr, Field(min_length=1, max_length=160)]
     body: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
-    countdown_seconds: Annotated[StrictInt, Field(gt=0, le=31_536_000)]
+    countdown_seconds: Annotated[Integer, Field(gt=0, le=31_536_000)]
     affected_issues: Annotated[list[IssueNumber], Field(max_length=20)] = Field(
         default_factory=list
     )
@@ -138,8 +149,8 @@ class OpenDecision(ClosedToolInput):
 class Vote(ToolInput):
     direction_id: DirectionId
     client_request_id: DecisionRequestId
-    expected_revision: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE - 1)]
-    option: Annotated[StrictInt, Field(ge=0, le=1)]
+    expected_revision: Annotated[Integer, Field(ge=0, le=MAX_SAFE - 1)]
+    option: Annotated[Integer, Field(ge=0, le=1)]
     reason: Annotated[StrictStr, Field(max_length=280)] = ""
 
 
@@ -154,9 +165,9 @@ class ListDecisions(ToolInput):
 class DecideDirection(ToolInput):
     direction_id: DirectionId
     client_request_id: DecisionRequestId
-    expected_revision: Annotated[StrictInt, Field(gt=0, le=MAX_SAFE - 1)]
+    expected_revision: Annotated[Integer, Field(gt=0, le=MAX_SAFE - 1)]
     action: Literal["resolve_tie", "approve", "reject"]
-    option: Annotated[StrictInt, Field(ge=0, le=1)] | None = None
+    option: Annotated[Integer, Field(ge=0, le=1)] | None = None
     reason: Annotated[StrictStr, Field(min_length=1, max_length=500)]
 
 
