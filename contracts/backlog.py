@@ -5,8 +5,11 @@ The id is the steward's dispatch id (`pipeline.goals.dispatch_ids`), so a dispat
 after a crash names the same entry. The route is the dispatch's: SELF, COLLABORATE (with its
 `claim`), NEEDS_REVIEW (with its `review`), or `drift` (restore the measurement).
 
-A COLLABORATE item's exclusive claim (`workers.stores.claims`) is described here too: the
-verbs its scripts answer, its stored state and its history events.
+A COLLABORATE item's exclusive claim (`workers.stores.claims`, the one claim system: on the
+item itself, or on the repository issue its candidate names) is described here too: the verbs
+its scripts answer, its stored state and its history events. `untilMs` is null only when the
+claim's subject is an issue owned by a standing claim (`coordinate_issue`), which never lapses;
+`generation` is the subject's, as `get_issue_coordination` shows it for an issue.
 """
 
 from __future__ import annotations
@@ -93,11 +96,15 @@ class ClaimState(Wire):
     holder_id: str
     owner_id: str  # the seat whose backlog holds the item
     since_ms: StrictInt  # when this holder took it (a renewal keeps it)
-    until_ms: StrictInt  # when the lease lapses unless renewed
+    until_ms: StrictInt | None  # when the lease lapses unless renewed (None: it never does)
+    generation: StrictInt | None = None  # the subject's: +1 on every change of owner
+    subject: str | None = None  # `item:<id>` or `issue:<n>`
+    issue_number: StrictInt | None = None  # the issue the claim is on, if any
 
     def lapsed(self, now_ms: int) -> bool:
-        """Whether another collaborator may take the claim over at `now_ms`."""
-        return self.until_ms <= now_ms
+        """Whether another collaborator may take the claim over at `now_ms` (a standing
+        issue claim, with no `untilMs`, never lapses)."""
+        return self.until_ms is not None and self.until_ms <= now_ms
 
 
 class ClaimResult(Wire):
@@ -111,6 +118,9 @@ class ClaimResult(Wire):
     since_ms: StrictInt | None = None
     until_ms: StrictInt | None = None
     previous_holder_id: str | None = None
+    generation: StrictInt | None = None  # the subject's after the take (the holder's on `held`)
+    subject: str | None = None  # `item:<id>` or `issue:<n>`
+    issue_number: StrictInt | None = None
 
     @property
     def holds(self) -> bool:
@@ -127,3 +137,4 @@ class ClaimEvent(Wire):
     previous_holder_id: str | None = None
     at_ms: StrictInt
     until_ms: StrictInt | None = None  # the lease end a take or renewal set
+    generation: StrictInt | None = None  # the subject's after this write (None: written before)

@@ -90,6 +90,10 @@ class WorkCandidate(Wire):
     required_capabilities: tuple[str, ...] = ()
     action_classes: tuple[str, ...] = ()
     review_by: str | None = None
+    # The repository issue the work is about (optional): a COLLABORATE dispatch of it claims
+    # that issue (`issue:<n>`, the one claim system of workers/stores/claims.py), so its
+    # owner is the issue's owner in get_issue_coordination.
+    issue_number: int | None = Field(default=None, gt=0)
 
 
 class Objective(StrictWire):

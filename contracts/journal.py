@@ -198,17 +198,19 @@ InboxAckVerb = Literal["ok", "beyond"]
 RecordVerb = Literal["recorded", "duplicate", "conflict", "expired"]
 # backlog_add: {verb, revision}; backlog_done: {verb}; only `added` and `done` write.
 BacklogVerb = Literal["added", "duplicate", "done", "already_done", "unknown"]
-# claim_take: {verb, holder, untilMs, sinceMs, previous}; only `held` and `not_open` write
-# nothing.
+# claim_take: {verb, owner, untilMs, sinceMs, previous, generation} on the one owner record
+# (subject_common.lua, workers/stores/claims.py); only `held` and `not_open` write nothing.
 ClaimTakeVerb = Literal[
     "taken",  # nobody held it: the caller does now
     "renewed",  # the caller held it already: its lease is extended
     "held",  # another seat holds an unlapsed lease: nothing written
     "takeover",  # the holder's lease lapsed: the caller holds it now, and that is recorded
     "not_open",  # the item is not open on its owner's backlog: nothing written
+    "stale",  # the subject's generation is not the one the caller expected: nothing written
 ]
-# claim_release (`Claims.release` and `Claims.close`): {verb, holder}; only `released` writes.
-ClaimReleaseVerb = Literal["released", "not_holder", "none"]
+# claim_release (`Claims.release` and `Claims.close`): {verb, owner, generation}; only
+# `released` writes.
+ClaimReleaseVerb = Literal["released", "not_holder", "none", "stale"]
 ClaimVerb = Literal[ClaimTakeVerb, ClaimReleaseVerb]
 
 # rate_take: {verb, retryAfterUs}; only `allowed` writes (the ingress's per-source limit).

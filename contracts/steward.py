@@ -36,9 +36,11 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import (
     BeforeValidator,
     Field,
+    SerializerFunctionWrapHandler,
     StrictInt,
     StrictStr,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -260,10 +262,32 @@ class SampleRef(Wire):
 
 
 class Claim(Wire):
-    """The exclusive lease COLLABORATE work needs so that two seats cannot both drive it."""
+    """The exclusive lease COLLABORATE work needs so that two seats cannot both drive it.
+    `issueNumber` is the repository issue its candidate names, if any: the claim is then a
+    claim on that issue (subject `issue:<n>`), else on the item itself (`item:<id>`), in the
+    one claim system (workers/stores/claims.py)."""
 
     holder_id: str
     contributors: tuple[str, ...] = ()
+    issue_number: int | None = Field(default=None, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _without_absent_issue(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A claim naming no issue is written as it was before the field existed.
+        out: dict[str, Any] = handler(self)
+        for name in ("issueNumber", "issue_number"):
+            if name in out and out[name] is None:
+                del out[name]
+        return out
+
+    def subject(self, item_id: str) -> str:
+        """The claim subject of the item `item_id` carrying this claim."""
+        return claim_subject(item_id, self.issue_number)
+
+
+def claim_subject(item_id: str, issue_number: int | None) -> str:
+    """`issue:<n>` for a claim on a repository issue, else `item:<id>`."""
+    return f"issue:{issue_number}" if issue_number is not None else f"item:{item_id}"
 
 
 class ReviewRequirement(Wire):

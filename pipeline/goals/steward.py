@@ -312,7 +312,11 @@ def _candidate_dispatch(
         return None, "HANDOFF with no named target: nobody to hand it to, not dispatched"
     claim = review = None
     if disposition == "COLLABORATE":
-        claim = Claim(holder_id=scope.seat, contributors=staffing.contributors)
+        claim = Claim(
+            holder_id=scope.seat,
+            contributors=staffing.contributors,
+            issue_number=c.issue_number,
+        )
     if disposition == "NEEDS_REVIEW":
         before = staffing.reason in ("gated-action-class", "collaborator-is-approver")
         review = ReviewRequirement(

@@ -135,6 +135,22 @@ def test_each_disposition_becomes_its_dispatch(
     assert dispatch.decided_on == SampleRef(at_ms=NOW - DAY, source="method")
 
 
+def test_a_collaborate_candidate_naming_an_issue_claims_that_issue() -> None:
+    """A playbook candidate's optional `issueNumber` is carried onto its COLLABORATE claim,
+    whose subject is then the issue (the one claim system); without it, the item."""
+    over: dict[str, Any] = {
+        "collaborators": [{"memberId": "mem_ana", "role": "contributor"}],
+        "issueNumber": 42,
+    }
+    (dispatch,) = only(plan([objective(playbook=[candidate(**over)])])).dispatches
+    assert dispatch.claim is not None and dispatch.claim.issue_number == 42
+    assert dispatch.claim.to_wire()["issueNumber"] == 42
+    assert dispatch.claim.subject(dispatch.id) == "issue:42"
+    del over["issueNumber"]
+    (plain,) = only(plan([objective(playbook=[candidate(**over)])])).dispatches
+    assert plain.claim is not None and plain.claim.subject(plain.id) == f"item:{plain.id}"
+
+
 def test_a_gated_review_carries_the_gated_classes_and_the_approver() -> None:
     """NEEDS_REVIEW attaches who signs and which gated classes made it need a signature."""
     over: dict[str, Any] = {

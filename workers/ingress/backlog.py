@@ -7,6 +7,7 @@ token is 403 `wrong_seat`, an operator token 403 `seat_only`).
     POST   /v1/seats/{seat}/backlog/{item}/done           close one item, once (and its claim)
     POST   /v1/seats/{seat}/claims/{item}                 take, renew or take over the claim
     DELETE /v1/seats/{seat}/claims/{item}                 release it
+           (both with an optional ?expectedGeneration=N: 409 `stale_generation` otherwise)
     GET    /v1/seats/{seat}/claims/{item}                 who holds it, and its history
 
 `revision` is the seat's work revision: it rises by one for each item added, so a seat that
@@ -20,6 +21,14 @@ one of its contributors may take it, only while the item is open; the lease last
 `unknown_item`, 409 `not_claimable` (no claim: not COLLABORATE work), 409 `item_done`, 403
 `not_a_collaborator`, 409 `claim_held` (another seat's live lease, naming its holder and
 `untilMs`); a release by another seat than the holder is 409 `not_holder`.
+
+These routes are one door of the one claim system (workers/stores/claims.py, which holds the
+decisions); `coordinate_issue` is the other. An item whose candidate names a repository issue
+(`claim.issueNumber`) claims that issue: its holder is the issue's owner in
+get_issue_coordination, a seat that claimed the issue there holds the item off (409
+`claim_held` with `untilMs` null: a standing issue claim never lapses), and a release here
+releases the issue. Every result carries the subject's `generation`, which rises on every
+change of owner through either door.
 """
 
 from __future__ import annotations
@@ -66,11 +75,14 @@ async def post_done(seat: str, item: str, deps: Deps) -> Response:
     )
     if closed.entry is None:
         return problem(404, "unknown_item", f"no item {item!r} on the backlog of {seat!r}")
-    if closed.entry.claim is not None:
+    claim = closed.entry.claim
+    if claim is not None:
         # On `already_done` too: a close whose release was lost (a crash, a dropped reply)
         # releases when it is repeated.
         await run_in_threadpool(
-            lambda: deps.container.claims.close(item, by=known.member_id, now_ms=deps.clock_ms())
+            lambda: deps.container.claims.close(
+                item, by=known.member_id, now_ms=deps.clock_ms(), issue_number=claim.issue_number
+            )
         )
     return JSONResponse({"status": closed.status, "item": closed.entry.to_wire()})
 
@@ -104,10 +116,27 @@ async def _claimable(deps: Deps, seat: str, item: str) -> tuple[Seat, BacklogEnt
     return known, entry
 
 
+ExpectedGeneration = Annotated[int | None, Query(alias="expectedGeneration", ge=1)]
+
+
+def _stale(item: str, expected: int | None, generation: int | None, holder: str | None) -> Response:
+    return problem(
+        409,
+        "stale_generation",
+        f"expectedGeneration: {expected} is stale, the claim on item {item!r} is at generation "
+        f"{generation} (held by {holder or 'nobody'}); read it with GET and retry",
+        holderId=holder,
+        generation=generation,
+    )
+
+
 @router.post("/seats/{seat}/claims/{item}")
-async def post_claim(seat: str, item: str, deps: Deps) -> Response:
+async def post_claim(
+    seat: str, item: str, deps: Deps, expected: ExpectedGeneration = None
+) -> Response:
     """The seat takes, renews or takes over the claim on an open COLLABORATE item: 200 with
-    the status and the claim; 409 `claim_held` while another seat's lease is live."""
+    the status and the claim; 409 `claim_held` while another seat's lease is live, 409
+    `stale_generation` when `expectedGeneration` is given and is not the claim's."""
     known, entry = await _claimable(deps, seat, item)
     assert entry.claim is not None
     if not entry.is_open:
@@ -125,15 +154,25 @@ async def post_claim(seat: str, item: str, deps: Deps) -> Response:
             owner_id=entry.seat_id,
             now_ms=deps.clock_ms(),
             lease_ms=deps.settings.claim_lease_ms,
+            issue_number=entry.claim.issue_number if entry.claim else None,
+            expected_generation=expected,
         )
     )
+    if result.status == "stale":
+        return _stale(item, expected, result.generation, result.holder_id or None)
     if result.status == "held":
+        until = (
+            f"until {result.until_ms}"
+            if result.until_ms is not None
+            else f"as a claim on issue #{result.issue_number}, which does not lapse"
+        )
         return problem(
             409,
             "claim_held",
-            f"item {item!r} is claimed by {result.holder_id!r} until {result.until_ms}",
+            f"item {item!r} is claimed by {result.holder_id!r} {until}",
             holderId=result.holder_id,
             untilMs=result.until_ms,
+            generation=result.generation,
         )
     if result.status == "not_open":  # closed between the read above and the take
         return problem(409, "item_done", f"item {item!r} is done: there is nothing to claim")
@@ -141,16 +180,34 @@ async def post_claim(seat: str, item: str, deps: Deps) -> Response:
 
 
 @router.delete("/seats/{seat}/claims/{item}")
-async def delete_claim(seat: str, item: str, deps: Deps) -> Response:
+async def delete_claim(
+    seat: str, item: str, deps: Deps, expected: ExpectedGeneration = None
+) -> Response:
     """The holder lets the claim go: 200 `released` (or `none` when nobody holds it); 409
-    `not_holder` when another seat holds it."""
-    known, _entry = await _claimable(deps, seat, item)
+    `not_holder` when another seat holds it, 409 `stale_generation` when
+    `expectedGeneration` is given and is not the claim's."""
+    known, entry = await _claimable(deps, seat, item)
     claims = deps.container.claims
+    issue = entry.claim.issue_number if entry.claim else None
     verb = await run_in_threadpool(
-        lambda: claims.release(item, known.member_id, now_ms=deps.clock_ms())
+        lambda: claims.release(
+            item,
+            known.member_id,
+            now_ms=deps.clock_ms(),
+            issue_number=issue,
+            expected_generation=expected,
+        )
     )
+    if verb == "stale":
+        now = await run_in_threadpool(
+            lambda: claims.get(item, issue_number=issue, owner_id=entry.seat_id)
+        )
+        generation = await run_in_threadpool(lambda: claims.generation(item, issue_number=issue))
+        return _stale(item, expected, generation, None if now is None else now.holder_id)
     if verb == "not_holder":
-        holder = await run_in_threadpool(claims.get, item)
+        holder = await run_in_threadpool(
+            lambda: claims.get(item, issue_number=issue, owner_id=entry.seat_id)
+        )
         return problem(
             409,
             "not_holder",
@@ -166,12 +223,17 @@ async def get_claim(seat: str, item: str, deps: Deps) -> Response:
     oldest first."""
     _known, entry = await _claimable(deps, seat, item)
     claims = deps.container.claims
-    state = await run_in_threadpool(claims.get, item)
-    history = await run_in_threadpool(claims.history, item)
+    issue = entry.claim.issue_number if entry.claim else None
+    state = await run_in_threadpool(
+        lambda: claims.get(item, issue_number=issue, owner_id=entry.seat_id)
+    )
+    history = await run_in_threadpool(lambda: claims.history(item, issue_number=issue))
     now = deps.clock_ms()
     return JSONResponse(
         {
             "itemId": item,
+            "subject": entry.claim.subject(item) if entry.claim else None,
+            "issueNumber": issue,
             "ownerId": entry.seat_id,
             "collaborators": entry.claim.to_wire() if entry.claim else None,
             "claim": None if state is None else state.to_wire(),

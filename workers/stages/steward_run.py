@@ -9,7 +9,10 @@ are audited and the playbook, which the planner draws itself, is still used), ca
 - backlog routes (SELF, COLLABORATE, NEEDS_REVIEW, drift) -> `Backlog.add` under the dispatch
   id, on the steward seat's backlog (idempotent by id); COLLABORATE also takes the item's
   exclusive claim for the steward seat (`Claims.take`: `renewed` on a rerun, `held` if a
-  collaborator took it over meanwhile);
+  collaborator took it over meanwhile) in the one claim system (workers/stores/claims.py):
+  on the repository issue the candidate names (`issueNumber`), so the steward seat is that
+  issue's owner in get_issue_coordination (or `held` when a seat already claimed the issue
+  there), else on the item itself;
 - an operator's override that let a candidate through is used up by its dispatch
   (`Overrides.consume`, after the dispatch: a rerun finds it unused and plans the same);
 - engagement routes (HANDOFF, escalate) -> a blocked work report of the steward seat whose
@@ -345,6 +348,7 @@ class StewardRun:
             owner_id=d.seat_id,
             now_ms=now_ms,
             lease_ms=self.claim_lease_ms,
+            issue_number=d.claim.issue_number,
         )
         return f"{added}, claim {claimed.status}"
 

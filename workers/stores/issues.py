@@ -13,10 +13,20 @@ inbound stream observed of the number on GitHub. The rules are pipeline/issues.p
                               githubState, title, sourceUpdatedAtMs, observedAtMs, reconcile)
 
 Every mutation is one Lua script (issue_claim, issue_refresh, issue_release, issue_member,
-issue_report, each with issue_common in front): the replay check, the generation check, the
-write, the receipt and the log land together or not at all, and a refusal writes nothing.
-Ownership never expires by itself; receipts are kept `RECEIPT_RETENTION_MS` (30 days), so a
-retry within that time is a replay.
+issue_report, each with subject_common and issue_common in front): the replay check, the
+generation check, the write, the receipt and the log land together or not at all, and a
+refusal writes nothing. Receipts are kept `RECEIPT_RETENTION_MS` (30 days), so a retry within
+that time is a replay.
+
+The issue's owner is the owner of the claim subject `issue:<n>` of the one claim system
+(workers/stores/claims.py, whose docstring holds the decisions): the goal steward's
+COLLABORATE lease on an item whose candidate names the issue is the same owner, in the same
+hash, with the same generation. A claim made here is a standing claim (no `untilMs`: it never
+expires by itself); an owner that came through the claims door holds a lease (`untilMs`, the
+`item` that took it, its backlog's `ownerId`), which `get` shows. A `claim` here never takes a
+lease over, lapsed or not (`owned`); a `refresh` by the lease's owner records refreshedAtMs
+but does not extend the lease (the steward's rerun or the claims route renews it); a
+`release` by the lease's owner ends it.
 """
 
 from __future__ import annotations
@@ -31,10 +41,11 @@ from contracts.journal import IssueVerb
 from contracts.tools import CoordinateIssue
 from pipeline.issues import FIRST_GENERATION, Observation, fingerprint
 from workers.stores import keys
+from workers.stores.claims import ISSUE_LOG_CAP
 from workers.stores.scripts import script, text
 
 RECEIPT_RETENTION_MS = 30 * 86_400_000
-LOG_CAP = 512
+LOG_CAP = ISSUE_LOG_CAP
 
 # action -> (script, extra ARGV) for the member script: role, set, contributor role, outcome.
 MEMBER_ARGS: dict[str, tuple[str, str, str, str]] = {
@@ -70,6 +81,8 @@ class IssueState:
     reported_by: str | None
     reported_at_ms: int | None
     members: dict[str, dict[str, Any]]
+    until_ms: int | None = None  # a COLLABORATE lease's end (None: a standing claim, or none)
+    lease_item: str | None = None  # the backlog item whose claim took the lease
 
 
 class Issues:
@@ -138,6 +151,8 @@ class Issues:
             blocker=f.get("blocker") or None,
             reported_by=f.get("reportedBy") or None,
             reported_at_ms=num("reportedAtMs"),
+            until_ms=num("untilMs") if f.get("owner") else None,
+            lease_item=(f.get("item") or None) if f.get("owner") else None,
             members={
                 text(k): cast(dict[str, Any], json.loads(text(v))) for k, v in members_raw.items()
             },

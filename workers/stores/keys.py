@@ -198,13 +198,20 @@ def steward_overrides(objective_key: str) -> str:
 
 
 def claim(item_id: str) -> str:
-    """Hash of one COLLABORATE item's exclusive claim: holder, until when, since when."""
+    """Hash of one COLLABORATE item's exclusive claim (the subject `item:<id>` of the one claim
+    system, workers/stores/claims.py): owner, generation, until when, since when."""
     return f"{PREFIX}claim:{item_id}"
 
 
 def claim_history(item_id: str) -> str:
     """Stream of one claim's takes, renewals, takeovers and releases, oldest first."""
     return f"{PREFIX}claim:{item_id}:log"
+
+
+def claim_members(item_id: str) -> str:
+    """Hash of an item subject's participants (the claim scripts' shape; nothing joins an
+    item, so it stays empty): seat id -> role JSON."""
+    return f"{PREFIX}claim:{item_id}:members"
 
 
 # The ingress's per-source rate limit (workers/ingress/ratelimit.py): zset source -> its
@@ -267,7 +274,8 @@ def intent_meta(seat_id: str) -> str:
 
 
 def issue(number: int) -> str:
-    """Hash of one repository issue's coordination: owner, generation, work state, ..."""
+    """Hash of one repository issue's coordination (the subject `issue:<n>` of the one claim
+    system, workers/stores/claims.py): owner, generation, lease, work state, ..."""
     return f"{PREFIX}issue:{number}"
 
 

@@ -19,8 +19,8 @@ from redis.commands.core import Script
 SCRIPTS: dict[str, tuple[str, ...]] = {
     "backlog_add": (),
     "backlog_done": (),
-    "claim_release": (),
-    "claim_take": (),
+    "claim_release": ("subject_common",),
+    "claim_take": ("subject_common",),
     "cost_record": (),
     "decision_record": (),
     "delivery_count": ("dead_letter",),
@@ -33,12 +33,12 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "inbound_record": (),
     "inbox_ack": (),
     "intent_record": (),
-    "issue_claim": ("issue_common",),
-    "issue_member": ("issue_common",),
+    "issue_claim": ("subject_common", "issue_common"),
+    "issue_member": ("subject_common", "issue_common"),
     "issue_observe": (),
-    "issue_refresh": ("issue_common",),
-    "issue_release": ("issue_common",),
-    "issue_report": ("issue_common",),
+    "issue_refresh": ("subject_common", "issue_common"),
+    "issue_release": ("subject_common", "issue_common"),
+    "issue_report": ("subject_common", "issue_common"),
     "journal_accept": (),
     "journal_enqueue": (),
     "journal_skip": (),
@@ -62,7 +62,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "work_observe": (),
 }
 # Functions other scripts call, never run alone.
-LIBRARIES = frozenset({"dead_letter", "direction_common", "issue_common"})
+LIBRARIES = frozenset({"dead_letter", "direction_common", "issue_common", "subject_common"})
 
 
 def _file(name: str) -> str:

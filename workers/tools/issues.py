@@ -10,6 +10,12 @@ A `blocked` report becomes a work report to the engagement stage (report_intake)
 per issue and the report's revision, which decides whether anyone must be asked; a replay
 re-offers it, and the journal answers `duplicate`. `githubObservation` is what the inbound
 stream recorded of the number (never a call to GitHub), or `not_observed`.
+
+This is the one claim system (workers/stores/claims.py): the goal steward's COLLABORATE claim
+on an item whose candidate names the issue is a claim here, with its owner and generation;
+its owner carries `lease` (`untilMs`, `itemId`) while it is a lease. `claim` is refused
+(`issue_owned`) while anyone owns the issue, a lease too, lapsed or not: a collaborator takes
+a lapsed lease over through `/v1/seats/{seat}/claims/{item}`.
 """
 
 from __future__ import annotations
@@ -98,13 +104,15 @@ def _work_state(state: IssueState) -> dict[str, Any] | None:
 
 
 def _coordination(ctx: ToolContext, state: IssueState) -> dict[str, Any]:
-    owner = None
+    owner: dict[str, Any] | None = None
     if state.owner is not None:
         owner = {
             "id": state.owner,
             "sinceMs": state.since_ms,
             "refreshedAtMs": state.refreshed_at_ms,
         }
+        if state.until_ms is not None:  # a COLLABORATE lease (workers/stores/claims.py)
+            owner["lease"] = {"untilMs": state.until_ms, "itemId": state.lease_item}
     return {
         "issueNumber": state.number,
         "repository": _repository(ctx),

@@ -1,6 +1,9 @@
 -- Claim an issue: the caller becomes its one owner when it has none (a new generation, the
--- old work state cleared, the caller no longer a mere contributor). Its owner claiming again
--- is 'unchanged'; another owner is 'owned' (that owner and the generation, nothing written).
+-- old work state cleared, the caller no longer a mere contributor), with a standing claim
+-- that never lapses. Its owner claiming again is 'unchanged' (a lease it holds stays a
+-- lease); another owner is 'owned' (that owner and the generation, nothing written), a
+-- COLLABORATE lease too, lapsed or not: only a collaborator takes a lapsed lease over, through
+-- the claims route (claim_take).
 -- See issue_common for KEYS and ARGV.
 -- Returns {'claimed' | 'unchanged', receipt} | {'owned' | 'stale', owner, generation}
 --   | {'replayed', receipt} | {'conflict', ''}
@@ -14,13 +17,5 @@ if owner == a.seat then
 end
 if owner ~= '' then return {'owned', owner, tostring(generation)} end
 generation = generation + 1
-redis.call('HSET', k.issue, 'owner', a.seat, 'generation', generation, 'sinceMs', a.now,
-  'refreshedAtMs', a.now)
-redis.call('HDEL', k.issue, 'workState', 'blocker', 'reportedBy', 'reportedAtMs')
-local m = issue_member(k, a.seat)
-if m.contributor then
-  m.contributor = nil
-  m.workState, m.blocker, m.reportedAtMs = nil, nil, nil
-  issue_member_put(k, a.seat, m)
-end
+subject_own(k.issue, k.members, a.seat, generation, a.now, '', '', '')
 return issue_done(k, a, 'claimed', true, {owner = a.seat, generation = generation})

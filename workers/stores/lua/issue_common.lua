@@ -1,6 +1,7 @@
 -- Shared by the issue coordination scripts (workers/stores/issues.py): scripts.py puts this
--- text in front of each of them (Redis has no script-to-script calls). Every one of them is
--- one call's whole step: replay check, generation check, the write, the receipt, the log.
+-- text (after subject_common, the one owner record) in front of each of them (Redis has no
+-- script-to-script calls). Every one of them is one call's whole step: replay check,
+-- generation check, the write, the receipt, the log.
 --
 -- KEYS: 1 issue hash, 2 participants hash (seat -> JSON), 3 log stream, 4 the seat's request
 -- ARGV: 1 seat, 2 issue number, 3 action, 4 client request id, 5 input fingerprint,
@@ -28,8 +29,8 @@ end
 -- The owner ('' = none) and generation now, and the 'stale' reply when an expected
 -- generation was given and is not the current one.
 local function issue_fence(k, a)
-  local owner = redis.call('HGET', k.issue, 'owner') or ''
-  local generation = tonumber(redis.call('HGET', k.issue, 'generation') or '1')
+  local owner = subject_owner(k.issue)
+  local generation = subject_generation(k.issue)
   if a.expected ~= '' and tonumber(a.expected) ~= generation then
     return owner, generation, {'stale', owner, tostring(generation)}
   end
@@ -67,8 +68,8 @@ local function issue_done(k, a, outcome, changed, r)
   redis.call('HSET', k.req, 'fingerprint', a.fingerprint, 'receipt', body)
   redis.call('PEXPIRE', k.req, a.retention)
   if changed then
-    redis.call('XADD', k.log, 'MAXLEN', '~', a.cap, '*', 'event', outcome, 'seatId', a.seat,
-      'atMs', a.now, 'receipt', body)
+    subject_log(k.log, a.cap, outcome, a.seat, r.previousOwner or '', a.now, '', r.generation,
+      body)
   end
   return {outcome, body}
 end
