@@ -21,8 +21,6 @@ approves it (`decided`) or rejects it (`rejected`). Tie resolution does not appr
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -30,6 +28,7 @@ from typing import Any
 
 from contracts.org import DecisionPolicy
 from contracts.tools import ToolError
+from pipeline.cursors import pack, unpack
 from pipeline.send_gate import find_credentials
 
 OPTIONS: tuple[dict[str, Any], ...] = (
@@ -452,17 +451,14 @@ def summary(full: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cursor_of(viewer: str, after: str) -> str:
-    return base64.urlsafe_b64encode(dumps({"v": viewer, "a": after}).encode()).decode()
+    return pack({"v": viewer, "a": after})
 
 
 def cursor_after(cursor: str, viewer: str) -> str:
     """The direction id a cursor of `viewer`'s continues after; a 422 for any other."""
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if isinstance(data, dict) and data.get("v") == viewer and isinstance(data.get("a"), str):
-            return str(data["a"])
-    except (ValueError, TypeError, binascii.Error):
-        pass
+    data = unpack(cursor)
+    if isinstance(data, dict) and data.get("v") == viewer and isinstance(data.get("a"), str):
+        return str(data["a"])
     raise ToolError(
         "invalid_cursor",
         "cursor: not a cursor of your listing; pass the `next` of your previous page",

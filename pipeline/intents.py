@@ -13,8 +13,6 @@ controller runs the seat for it (`news.work`, reason `durable`).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.tools import RecordWorkIntent
+from pipeline.cursors import pack, unpack
 from pipeline.send_gate import find_credentials
 
 RUNNABLE = "runnable"
@@ -117,16 +116,12 @@ def listed(
 
 def cursor_of(seat_id: str, include_completed: bool, last_id: str) -> str:
     """An opaque cursor, scoped to the seat and to whether completed intents are listed."""
-    raw = json.dumps([seat_id, include_completed, last_id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+    return pack([seat_id, include_completed, last_id])
 
 
 def cursor_after(cursor: str, seat_id: str, include_completed: bool) -> str | None:
     """The intent id a cursor resumes after; None when it is not this listing's cursor."""
-    try:
-        parts = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, binascii.Error):
-        return None
+    parts = unpack(cursor)
     if not isinstance(parts, list) or len(parts) != 3:
         return None
     seat, completed, last = parts

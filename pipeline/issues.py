@@ -12,8 +12,6 @@ mutation but `claim` must name the current generation (`expected_generation`); a
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -22,6 +20,7 @@ from typing import Any, Literal
 
 from contracts.tools import CoordinateIssue
 from contracts.work import Blocker, WorkReport
+from pipeline.cursors import pack, unpack
 from pipeline.launches import parse_iso
 
 Action = Literal["claim", "refresh", "release", "join", "leave", "follow", "unfollow", "report"]
@@ -213,15 +212,15 @@ def _report(m: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def encode_cursor(number: int, seat: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([number, seat]).encode()).decode()
+    return pack([number, seat])
 
 
 def decode_cursor(cursor: str, number: int) -> str | None:
     """The seat id a cursor of this issue's pages continues after; None when it is not one."""
-    try:
-        got, seat = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, TypeError, binascii.Error):
+    data = unpack(cursor)
+    if not (isinstance(data, list) and len(data) == 2):
         return None
+    got, seat = data
     return seat if got == number and isinstance(seat, str) else None
 
 

@@ -14,8 +14,6 @@ least one message), continued by an opaque cursor.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import re
@@ -26,6 +24,7 @@ from typing import Any
 from contracts import Candidate, InboxItem
 from contracts.inbound import CandidateIds, MessagePart
 from contracts.tools import ToolError
+from pipeline.cursors import pack, unpack
 from pipeline.send_gate import find_credentials
 
 MAX_RECIPIENTS = 20
@@ -285,17 +284,14 @@ def rate_refusal(now_ms: int, interval_at_ms: int, hourly_at_ms: int) -> ToolErr
 
 
 def encode_cursor(thread_id: str, score: int) -> str:
-    return base64.urlsafe_b64encode(dumps([thread_id, score]).encode()).decode()
+    return pack([thread_id, score])
 
 
 def decode_cursor(cursor: str, thread_id: str) -> int:
     """The position a cursor continues after, in the thread `thread_id`."""
-    try:
-        got_thread, score = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        ok = isinstance(got_thread, str) and type(score) is int
-    except (ValueError, TypeError, binascii.Error):
-        ok = False
-    if not ok:
+    data = unpack(cursor)
+    got_thread, score = data if isinstance(data, list) and len(data) == 2 else (None, None)
+    if not (isinstance(got_thread, str) and type(score) is int):
         raise refused(
             "invalid_cursor",
             "cursor: not a cursor read_thread gave; pass the `next` of the previous page",

@@ -14,8 +14,6 @@ is a removal (a tombstone that keeps an older redelivery from bringing it back).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contracts.tools import FindWork, ToolError
+from pipeline.cursors import pack, unpack
 from pipeline.issues import ITEM_KEYS, dig, iso_ms
 
 Kind = Literal["issue", "pull_request", "milestone"]
@@ -309,16 +308,11 @@ def filters_of(args: FindWork) -> Filters:
 
 def encode_cursor(filters: Filters, after: int) -> str:
     doc = [CURSOR_VERSION, filters.kind, filters.state, filters.label, filters.milestone, after]
-    raw = json.dumps(doc, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return pack(doc)
 
 
 def decode_cursor(cursor: str) -> Filters:
-    try:
-        raw = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode())
-        doc = json.loads(raw)
-    except (ValueError, binascii.Error):
-        raise _bad_cursor("not a cursor this tool gave") from None
+    doc = unpack(cursor)
     if not isinstance(doc, list) or len(doc) != 6 or doc[0] != CURSOR_VERSION:
         raise _bad_cursor("not a cursor this tool gave")
     _v, kind, state, label, milestone, after = doc

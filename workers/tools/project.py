@@ -11,13 +11,11 @@ when `ack` is given.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
 
 from contracts import Member
 from contracts.tools import FindAgents, GetProject, GetUpdates
+from pipeline.cursors import pack, unpack
 from workers.stores import keys
 from workers.stores.inbox import AckBeyondLast
 from workers.stores.scripts import text
@@ -63,22 +61,21 @@ def _name(member: Member | None, fallback: str) -> str:
 
 
 def _cursor(name: str, seat_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([name, seat_id]).encode()).decode()
+    return pack([name, seat_id])
 
 
 def _after(cursor: str | None) -> tuple[str, str] | None:
     if cursor is None:
         return None
-    try:
-        name, seat_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return str(name), str(seat_id)
-    except (ValueError, TypeError, binascii.Error):
-        raise ToolError(
-            "invalid_cursor",
-            "cursor: not a cursor this tool gave; pass the `next` of the previous page",
-            field="cursor",
-            status=422,
-        ) from None
+    data = unpack(cursor)
+    if isinstance(data, list) and len(data) == 2 and all(isinstance(d, str) for d in data):
+        return data[0], data[1]
+    raise ToolError(
+        "invalid_cursor",
+        "cursor: not a cursor this tool gave; pass the `next` of the previous page",
+        field="cursor",
+        status=422,
+    )
 
 
 def _freshness(last_ms: int | None, now_ms: int) -> str | None:
