@@ -22,13 +22,12 @@ approves it (`decided`) or rejects it (`rejected`). Tie resolution does not appr
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from contracts.org import DecisionPolicy
 from contracts.tools import ToolError
-from pipeline.cursors import pack, unpack
+from pipeline.cursors import canonical, digest, pack, unpack
 from pipeline.send_gate import find_credentials
 
 OPTIONS: tuple[dict[str, Any], ...] = (
@@ -46,9 +45,7 @@ RESOLVE_TIE, APPROVE, REJECT = "resolve_tie", "approve", "reject"
 PAGE = 20
 
 
-def dumps(value: Any) -> str:
-    """Canonical JSON (sorted keys, no blanks): what is stored and fingerprinted."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+dumps = canonical  # what is stored and fingerprinted
 
 
 def direction_id(opener: str, client_request_id: str) -> str:
@@ -58,7 +55,7 @@ def direction_id(opener: str, client_request_id: str) -> str:
 
 def fingerprint(operation: str, fields: Mapping[str, Any]) -> str:
     """What tells a replay (the same input again) from another input under the same id."""
-    return hashlib.sha256(f"{operation}\n{dumps(dict(fields))}".encode()).hexdigest()
+    return digest([operation, dict(fields)])
 
 
 def vote_field(member_id: str) -> str:

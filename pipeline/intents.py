@@ -13,14 +13,12 @@ controller runs the seat for it (`news.work`, reason `durable`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.tools import RecordWorkIntent
-from pipeline.cursors import pack, unpack
+from pipeline.cursors import digest, pack, unpack
 from pipeline.send_gate import find_credentials
 
 RUNNABLE = "runnable"
@@ -72,8 +70,7 @@ def refusal(args: RecordWorkIntent) -> Refused | None:
 def fingerprint(args: RecordWorkIntent) -> str:
     """The write's input, as the 64 hex digits that tell a replay from a different write
     under the same `client_request_id`."""
-    canonical = json.dumps(args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return digest(args.model_dump(mode="json"))
 
 
 def record_of(args: RecordWorkIntent, *, run_id: str | None, now_ms: int) -> dict[str, Any]:

@@ -12,15 +12,13 @@ mutation but `claim` must name the current generation (`expected_generation`); a
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from contracts.tools import CoordinateIssue
 from contracts.work import Blocker, WorkReport
-from pipeline.cursors import pack, unpack
+from pipeline.cursors import digest, pack, unpack
 from pipeline.launches import parse_iso
 
 Action = Literal["claim", "refresh", "release", "join", "leave", "follow", "unfollow", "report"]
@@ -85,7 +83,7 @@ def fingerprint(args: CoordinateIssue) -> str:
         "workState": args.work_state,
         "blocker": args.blocker.strip() if args.blocker is not None else None,
     }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return digest(doc)
 
 
 # ------------------------------------------------------------------ GitHub's copy

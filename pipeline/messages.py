@@ -24,7 +24,7 @@ from typing import Any
 from contracts import Candidate, InboxItem
 from contracts.inbound import CandidateIds, MessagePart
 from contracts.tools import ToolError
-from pipeline.cursors import pack, unpack
+from pipeline.cursors import digest, pack, unpack
 from pipeline.send_gate import find_credentials
 
 MAX_RECIPIENTS = 20
@@ -61,15 +61,14 @@ class Outgoing:
 
 def message_id(sender: str, client_message_id: str) -> str:
     """Deterministic: a retry of one send is the same message, whoever runs it."""
-    digest = hashlib.sha256(json.dumps([sender, client_message_id]).encode()).hexdigest()
-    return f"msg-{digest[:32]}"
+    hashed = hashlib.sha256(json.dumps([sender, client_message_id]).encode()).hexdigest()
+    return f"msg-{hashed[:32]}"
 
 
 def fingerprint(recipients: Iterable[str], body: str, thread_id: str | None) -> str:
     """What a reuse of a `client_message_id` must repeat: the recipients (as a set), the body
     and the thread it replies in."""
-    canonical = json.dumps([sorted(set(recipients)), body, thread_id], ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return digest([sorted(set(recipients)), body, thread_id])
 
 
 def check_client_message_id(value: str) -> None:
