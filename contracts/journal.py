@@ -178,10 +178,12 @@ DeadLetterVerb = Literal["dead", "missing"]
 # dlq_replay: {verb, ...}; workers' replay adds `nomessage` (a letter with nothing to publish).
 ReplayVerb = Literal["ok", "final", "replayed", "unknown", "missing"]
 ReplayOutcome = Literal[ReplayVerb, "nomessage"]
-# sweep_claim: {verb, ...}. `waiting` (a copy is in its queue) and `running` (a worker holds
-# its running mark) only move the deadline on; `fenced` writes nothing (the tick's beat
-# leader was deposed).
-SweepVerb = Literal["requeue", "waiting", "running", "dead", "skip", "fenced", "vanished", "closed"]
+# sweep_claim: {verb, ...}. `waiting` (a copy is in its queue), `running` (a worker holds
+# its running mark) and `moved` (its state moved within a deadline) only move the deadline
+# on; `fenced` writes nothing (the tick's beat leader was deposed).
+SweepVerb = Literal[
+    "requeue", "waiting", "running", "moved", "dead", "skip", "fenced", "vanished", "closed"
+]
 # leader_hold: {verb, token, holder, leaseMs}; leader_release: {released} | {not_holder}
 # (ClaimVerb's words). Only `elected` and `renewed` write.
 LeaderVerb = Literal["elected", "renewed", "standby"]

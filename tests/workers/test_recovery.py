@@ -382,6 +382,33 @@ def test_a_message_a_worker_is_running_is_never_copied(
     assert report.requeued == [task_id("t-run", Queue.ENGAGEMENT)]
 
 
+@pytest.mark.parametrize("stage", ["engagement", "guardrails"])
+def test_an_entry_a_stage_just_moved_is_not_copied_before_its_publish(
+    stages: Stages, redis_client: redis.Redis, app: Celery, stage: str
+):
+    """A stage moves an entry on (engagement to `decided`, guardrails to `reserved`) and
+    publishes the next stage's message a moment later; meanwhile that message is in no queue
+    and running nowhere. An entry already past its deadline is then not copied: its deadline
+    counts from the move. Past that, a lost publish is re-enqueued as ever (the race that
+    copied a message into a down send pool's queue, tests/e2e/test_outage_processes.py)."""
+    decided = stages.engagement(accept_work(stages.journal, "t-moved"))
+    assert isinstance(decided, DecisionEnvelope)
+    nxt = Queue.GUARDRAILS
+    if stage == "guardrails":
+        assert isinstance(stages.guardrails(decided), ReservedEnvelope)
+        nxt = Queue.SEND
+    moved_at = LATE - 10  # moved just before the deadline of its acceptance passed
+    redis_client.hset(keys.journal("t-moved"), "updatedAtMs", moved_at)
+    report = sweeper(redis_client).sweep(app, now_ms=LATE)
+    assert report.moved == 1 and report.requeued == [] and not report.busy
+    assert queued(redis_client, nxt) == []
+    assert deadline(redis_client, "t-moved") == moved_at + DEADLINE
+    assert redis_client.hget(keys.deliveries("t-moved"), keys.copies_field(nxt.value)) is None
+    report = sweeper(redis_client).sweep(app, now_ms=moved_at + DEADLINE + 1)
+    assert report.requeued == [task_id("t-moved", nxt)]
+    assert [m["id"] for m in queued(redis_client, nxt)] == [task_id("t-moved", nxt)]
+
+
 def test_a_deposed_beats_sweep_claims_nothing(
     stages: Stages, redis_client: redis.Redis, app: Celery
 ):
@@ -670,7 +697,8 @@ def test_the_tick_runs_on_the_embedded_stand_in(tmp_path: Any):
     container = bootstrap.build_container(settings, client=client, app=app)
     journal = Journal(client, deadline_ms=1000)
     env = accept_work(journal, "t-embedded")
-    client.zadd(keys.JOURNAL_OPEN, {"t-embedded": 0})
+    client.zadd(keys.JOURNAL_OPEN, {"t-embedded": 0})  # long overdue, and long unmoved
+    client.hset(keys.journal("t-embedded"), "updatedAtMs", 0)
     report = run_tick(container, app)
     assert report.requeued == [task_id("t-embedded", Queue.ENGAGEMENT)]
     park(client, Task.SEND, "t-embedded", env.to_wire(), 0, "x")

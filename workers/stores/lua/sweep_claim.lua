@@ -5,6 +5,8 @@
 -- is the current beat leader's (a deposed beat's stale tick claims nothing).
 -- A message that is still there is never copied: one waiting in its queue (the sweep looked:
 -- ARGV 16) or running (a worker holds its running mark, KEYS 8) only has its deadline moved.
+-- Nor is an entry that moved within a deadline (its `updatedAtMs`): the stage that moved it
+-- may not have published the next stage's message yet, and the deadline counts from then.
 -- Otherwise it is re-enqueued and one copy is noted as outstanding (the delivery is counted
 -- when a worker STARTS it: delivery_count); once that stage's message has started the cap
 -- of times, or when the sweep gives the entry up itself (a stage failed it, or its state
@@ -17,6 +19,7 @@
 --       15 fencing token ('' = unfenced), 16 waiting ('1': a copy is in its queue),
 --       17 the copies field, 18.. final states.
 -- Returns {'requeue', deliveries} | {'waiting', deliveries} | {'running', deliveries} |
+--         {'moved', deliveries} |
 --         {'dead', deliveries} | {'skip'} | {'fenced'} | {'vanished'} |
 --         {'closed', state} (final, yet still listed: only unlisted).
 if ARGV[15] ~= '' and redis.call('GET', KEYS[7]) ~= ARGV[15] then return {'fenced'} end
@@ -43,6 +46,13 @@ if reason == '' then
   if redis.call('EXISTS', KEYS[8]) == 1 then
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
     return {'running', n}
+  end
+  local moved = tonumber(redis.call('HGET', KEYS[1], 'updatedAtMs') or '')
+  local now = tonumber(ARGV[7])
+  local due = moved and moved + tonumber(ARGV[3]) - now
+  if due and due > now then
+    redis.call('ZADD', KEYS[2], math.min(due, tonumber(ARGV[3])), ARGV[1])  -- a skewed clock
+    return {'moved', n}
   end
   if n >= tonumber(ARGV[6]) then
     reason = 'stuck'
