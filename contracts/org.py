@@ -189,14 +189,17 @@ class Project(StrictWire):
 class DecisionPolicy(StrictWire):
     """How the project decides its directions (issue 13, `open_decision` and friends): who
     owns the project (may end voting early), the countdown a direction may run (seconds),
-    who resolves a tie and approves or rejects an outcome (the owner unless named), and
-    whether an outcome needs that approval. Snapshotted into each direction when it opens."""
+    who resolves a tie and approves or rejects an outcome (the owner unless named), whether
+    an outcome needs that approval, and the channel (one the org file lists) each direction
+    is posted in for people, who vote by replying For or Against in its thread. Snapshotted
+    into each direction when it opens."""
 
     owner_id: str = Field(min_length=1)
     min_countdown_seconds: int = Field(default=60, gt=0, le=31_536_000)
     max_countdown_seconds: int = Field(default=7 * 86_400, gt=0, le=31_536_000)
     resolver_id: str | None = Field(default=None, min_length=1)
     requires_approval: bool = False
+    channel_id: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _range(self) -> DecisionPolicy:

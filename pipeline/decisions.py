@@ -22,12 +22,17 @@ approves it (`decided`) or rejects it (`rejected`). Tie resolution does not appr
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contracts.org import DecisionPolicy
+from contracts.engagement import EngagementDecision
+from contracts.messages import WorkEnvelope
+from contracts.org import DecisionPolicy, Member
 from contracts.tools import ToolError
+from contracts.work import WorkReport
 from pipeline.cursors import canonical, digest, pack, unpack
+from pipeline.launches import iso
 from pipeline.send_gate import find_credentials
 
 OPTIONS: tuple[dict[str, Any], ...] = (
@@ -115,6 +120,7 @@ def policy_snapshot(policy: DecisionPolicy, repository: str | None) -> dict[str,
         "minCountdownSeconds": policy.min_countdown_seconds,
         "maxCountdownSeconds": policy.max_countdown_seconds,
         "requiresApproval": policy.requires_approval,
+        "channelId": policy.channel_id,
         "weights": dict(WEIGHTS),
         "repository": repository,
     }
@@ -467,3 +473,145 @@ def cursor_after(cursor: str, viewer: str) -> str:
 def log_entry(event: str, by: str | None, now_ms: int, **detail: Any) -> str:
     """One line of a direction's audit log (JSON): what happened, by whom, when."""
     return dumps({"event": event, "by": by, "atMs": now_ms, **detail})
+
+
+# ------------------------------------------------------------------ people, in Slack
+#
+# A policy with a `channelId` has each direction posted there when it opens (an engagement of
+# the opening seat, through the guardrail and send stages like any ask, exactly once). A
+# person's reply in that post's thread is their vote: the directedness stage finds the post by
+# the reply's thread (the sent-message index) and reads the reply here.
+
+WORK_PREFIX = "direction:"
+MAX_COUNTDOWN_MS = 31_536_000 * 1000  # the policy's own bound (contracts/org.py)
+DAY_MS = 86_400_000
+_MENTION = re.compile(r"<[@#!][^>]*>")
+_VOTE = re.compile(
+    r"^(?:i\s+)?(?:vote\s+)?(for|against|yes|no|\+1|-1|:\+1:|:-1:|:thumbsup:|:thumbsdown:|"
+    r"\U0001F44D|\U0001F44E)(?:\s*[:,.!\u2014-]+\s*(?P<reason>.*)|\s*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_FOR = frozenset({"for", "yes", "+1", ":+1:", ":thumbsup:", "\U0001f44d"})
+REPLY_REASON_CHARS = 280  # a vote's reason, as the vote route allows
+
+
+def work_id(direction: str) -> str:
+    """The work id a direction's post is sent under."""
+    return f"{WORK_PREFIX}{direction}"
+
+
+def direction_of(work: str) -> str | None:
+    """The direction a sent message's work id is the post of, or None."""
+    if not work.startswith(WORK_PREFIX):
+        return None
+    found = work[len(WORK_PREFIX) :]
+    return found if len(found) == 64 and all(c in "0123456789abcdef" for c in found) else None
+
+
+def post_tracking_id(direction: str) -> str:
+    """The journal entry a direction's post goes through the pipeline as."""
+    return f"direction-{direction}"
+
+
+def thread_ttl_ms(work: str) -> int | None:
+    """How long the sent-message index keeps a send of `work`: a direction's post is kept
+    past the longest countdown a policy allows (its replies are votes until its deadline);
+    None, the send's own retention, for any other."""
+    return MAX_COUNTDOWN_MS + DAY_MS if direction_of(work) is not None else None
+
+
+def when(ms: int) -> str:
+    """`2026-12-01 17:30 UTC`."""
+    return f"{iso(ms)[:16].replace('T', ' ')} UTC"
+
+
+def post_body(doc: Mapping[str, Any]) -> str:
+    """The words of a direction's post: the question, and how a person votes on it."""
+    policy = doc["policy"]
+    approval = (
+        f" The outcome then needs {policy['resolverId']}'s approval."
+        if policy.get("requiresApproval")
+        else ""
+    )
+    return (
+        f"*Direction for a vote:* {doc['title']}\n\n{doc['body']}\n\n"
+        f"Opened by {doc['openedBy']}. Reply in this thread with *for* or *against* "
+        "(optionally followed by a reason, as in `against: not before the release`) before "
+        f"{when(doc['scheduledDeadlineMs'])}; your latest reply counts. A person's vote weighs "
+        f"{WEIGHTS[HUMAN]}, a seat's {WEIGHTS[AGENT]}. {policy['ownerId']} may end voting "
+        f"earlier.{approval}"
+    )
+
+
+def post_decision(doc: Mapping[str, Any], channel_id: str) -> EngagementDecision:
+    """The engagement that posts a direction in `channel_id`: the opening seat's ask of the
+    people there, decided by the direction's rules (not the engagement stage), then checked
+    by the guardrails and sent once like any other."""
+    direction = str(doc["id"])
+    return EngagementDecision(
+        engage=True,
+        trigger="direction_opened",
+        reason_code="direction_posted",
+        reason=(
+            f"{doc['openedBy']} opened the direction {doc['title']!r}; the people of the "
+            f"project vote on it by replying in its thread in {channel_id}"
+        ),
+        surface="existing_channel",
+        channel_id=channel_id,
+        body=post_body(doc),
+        work_id=work_id(direction),
+        dedupe_key=post_tracking_id(direction),
+        why=(f"decisions.channelId is {channel_id}",),
+        now_ms=int(doc["openedAtMs"]),
+    )
+
+
+def post_envelope(doc: Mapping[str, Any]) -> WorkEnvelope:
+    """The work the post's journal entry stands for: the opening seat's direction, put to the
+    people with its two options."""
+    direction = str(doc["id"])
+    return WorkEnvelope(
+        tracking_id=post_tracking_id(direction),
+        seat_id=str(doc["openedBy"]),
+        accepted_at_ms=int(doc["openedAtMs"]),
+        report=WorkReport(
+            id=work_id(direction),
+            title=str(doc["title"]),
+            summary=str(doc["body"]),
+            question="For or Against?",
+            options=tuple(str(o["label"]) for o in doc["options"]),
+        ),
+    )
+
+
+def reply_vote(body: str) -> tuple[int, str] | None:
+    """The vote a reply casts, (option, reason), or None when it is not a vote. A vote is the
+    whole reply, or its first word followed by punctuation and a reason: `for`, `against`,
+    `yes`, `no`, `+1`, `-1` or a thumb, optionally after `vote` or `I vote`; mentions are
+    ignored. `for the record, ...` is not a vote."""
+    text = _MENTION.sub(" ", body).strip()
+    found = _VOTE.match(text)
+    if found is None:
+        return None
+    option = 0 if found.group(1).casefold() in _FOR else 1
+    reason = " ".join((found.group("reason") or "").split())[:REPLY_REASON_CHARS]
+    return option, reason
+
+
+def reply_request_id(delivery_id: str) -> str:
+    """The vote's client request id for one delivered reply: a redelivery replays it."""
+    return "reply-" + hashlib.sha256(delivery_id.encode()).hexdigest()[:40]
+
+
+def person_of(
+    author_id: str, members: Iterable[Member], seat_ids: Iterable[str]
+) -> tuple[str | None, str]:
+    """The member a reply's author is (by id or any alias, ignoring case) and, when they may
+    not vote by replying, why: (member, '') | (None, 'not_a_member') | (seat, 'seat_not_person')."""
+    wanted = author_id.strip().casefold()
+    seats = set(seat_ids)
+    for member in members:
+        known = {member.id.casefold(), *(a.strip().casefold() for a in member.aliases)}
+        if wanted and wanted in known:
+            return (member.id, "seat_not_person") if member.id in seats else (member.id, "")
+    return None, "not_a_member"

@@ -143,6 +143,9 @@ HASH_FIELDS = frozenset(
         "deadFrom",
         "deadReason",
         "deadAtMs",
+        # a sent message's index (keys.sent_message, workers/stores/lua/op_finish.lua)
+        "workId",
+        "opId",
         # a seat's work-controller record (workers/stores/seat_runs.py)
         "rev",
         "doc",

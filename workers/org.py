@@ -61,6 +61,11 @@ def parse_org(text: str, path: Path) -> Org:
     ):
         if value and value not in member_ids:
             raise ConfigError(f"{path}: decisions.{name}: {value!r} is not a member of the org")
+    if policy and policy.channel_id and policy.channel_id not in {c.id for c in org.channels}:
+        raise ConfigError(
+            f"{path}: decisions.channelId: {policy.channel_id!r} is not a channel the org file "
+            "lists; add it under channels (with its kind and members) or remove channelId"
+        )
     return org
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contracts.org import DecisionPolicy
+from contracts.org import DecisionPolicy, Member
 from contracts.tools import ToolError
 from pipeline import decisions as rules
 
@@ -138,3 +138,83 @@ def test_fingerprints_tell_replays_from_other_input() -> None:
     assert one == rules.fingerprint("vote", rules.vote_fields("d", 0, "", 0))
     assert one != rules.fingerprint("vote", rules.vote_fields("d", 1, "", 0))
     assert one != rules.fingerprint("decide", rules.vote_fields("d", 0, "", 0))
+
+
+# ------------------------------------------------------------------ people, in Slack
+
+
+@pytest.mark.parametrize(
+    ("body", "vote"),
+    [
+        ("for", (0, "")),
+        ("For.", (0, "")),
+        ("  AGAINST  ", (1, "")),
+        ("against: not before the release", (1, "not before the release")),
+        ("against -  too\n risky", (1, "too risky")),
+        ("yes", (0, "")),
+        ("no, not yet", (1, "not yet")),
+        ("+1", (0, "")),
+        ("-1", (1, "")),
+        (":thumbsdown:", (1, "")),
+        ("\U0001f44d", (0, "")),
+        ("<@W111> I vote for", (0, "")),
+        ("vote against!", (1, "")),
+        ("for the record, I have not read it", None),
+        ("forward it to Bo", None),
+        ("I am against", None),
+        ("", None),
+        ("<@W111>", None),
+        ("0", None),  # an option index is a seat's word; a person says for or against
+    ],
+)
+def test_a_reply_is_a_vote_only_when_it_says_one(body: str, vote: tuple[int, str] | None) -> None:
+    assert rules.reply_vote(body) == vote
+
+
+def test_a_replys_reason_is_bounded_like_the_vote_routes() -> None:
+    found = rules.reply_vote("for: " + "x" * 1000)
+    assert found is not None and found[1] == "x" * rules.REPLY_REASON_CHARS
+
+
+def test_who_may_vote_by_replying() -> None:
+    members = [
+        Member(id="bo", aliases=("U0BO",)),
+        Member(id="scout", aliases=("W111",)),
+    ]
+    assert rules.person_of("u0bo", members, ["scout"]) == ("bo", "")
+    assert rules.person_of("bo", members, ["scout"]) == ("bo", "")
+    assert rules.person_of("W111", members, ["scout"]) == ("scout", "seat_not_person")
+    assert rules.person_of("U0NOBODY", members, ["scout"]) == (None, "not_a_member")
+    assert rules.person_of("", members, ["scout"]) == (None, "not_a_member")
+
+
+def test_a_directions_post_and_its_work_id() -> None:
+    policy = rules.policy_snapshot(
+        DecisionPolicy(owner_id="ava", requires_approval=True, resolver_id="sage"), "acme/w"
+    )
+    doc = rules.open_doc(
+        opener="scout",
+        client_request_id="d1",
+        title="Adopt v2",
+        body="Billing moves to v2.",
+        countdown_seconds=600,
+        affected_issues=[],
+        policy=policy,
+        now_ms=1_800_000_000_000,
+    )
+    decision = rules.post_decision(doc, "C1")
+    assert decision.engage and decision.surface == "existing_channel"
+    assert decision.channel_id == "C1" and decision.targets == ()
+    assert rules.direction_of(decision.work_id) == doc["id"]
+    assert decision.dedupe_key == rules.post_tracking_id(doc["id"])
+    assert decision.body is not None and "2027-01-15 08:10 UTC" in decision.body
+    assert "needs sage's approval" in decision.body and "ava may end voting" in decision.body
+    assert rules.direction_of("billing-migration") is None
+    assert rules.direction_of("direction:not-hex") is None
+    assert rules.thread_ttl_ms(decision.work_id) == rules.MAX_COUNTDOWN_MS + rules.DAY_MS
+    assert rules.thread_ttl_ms("billing-migration") is None
+    assert (
+        rules.reply_request_id("Ev1")
+        == rules.reply_request_id("Ev1")
+        != rules.reply_request_id("Ev2")
+    )

@@ -54,8 +54,8 @@ from workers.clock import now_ms
 from workers.container import Container
 from workers.ingress.app import create_ingress
 from workers.settings import Settings
+from workers.stages.directions import end_voting
 from workers.tools import REGISTRY, ToolContext, call, load
-from workers.tools.decisions import end_voting
 
 pytestmark = pytest.mark.redis
 

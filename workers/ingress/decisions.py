@@ -34,7 +34,7 @@ from pipeline import decisions as rules
 from workers.ingress.deps import Deps
 from workers.ingress.http import json_body, problem, validated
 from workers.ingress.v1 import read_json, require_token
-from workers.tools import decisions as ops
+from workers.stages import directions as ops
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 

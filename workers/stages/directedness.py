@@ -1,8 +1,12 @@
 """The directedness stage: resolve one inbound event for every seat, and record all of it at
-once (the verdicts for `/v1/trace`, the directed ones into each seat's inbox)."""
+once (the verdicts for `/v1/trace`, the directed ones into each seat's inbox). A person's
+reply in the thread of a direction's post is also their vote on it
+(workers/stages/directions.py): counted, or written into the direction's log with why not,
+after the event is recorded."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +20,10 @@ from workers.container import Container
 from workers.org import OrgSource
 from workers.queues import Task
 from workers.stages.base import Deps, StageTask, register_stage
+from workers.stages.directions import vote_by_reply
 from workers.stores.inbound import InboundStore, Recorded
+
+log = logging.getLogger("seatwire.directedness")
 
 
 @dataclass
@@ -24,10 +31,11 @@ class Directedness:
     org: OrgSource
     inbound: InboundStore
     clock_ms: Callable[[], int] = now_ms
+    container: Container | None = None  # for replies that are votes; None counts none
 
     @classmethod
     def of(cls, c: Container) -> Directedness:
-        return cls(org=c.org, inbound=c.inbound)
+        return cls(org=c.org, inbound=c.inbound, container=c)
 
     def __call__(self, env: InboundEnvelope) -> Recorded:
         view, _degraded = self.org.current()
@@ -37,9 +45,14 @@ class Directedness:
         membership = reads_membership(candidate, channel)
         known = self.inbound.known(places, channel, membership=membership)
         resolved = resolve_all(candidate, view.roster, known, places)
-        return self.inbound.record(
+        recorded = self.inbound.record(
             env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
         )
+        if self.container is not None:
+            outcome = vote_by_reply(self.container, candidate, now_ms=self.clock_ms())
+            if outcome is not None:
+                log.info("%s is a reply to a direction's post: %s", env.tracking_id, outcome)
+        return recorded
 
 
 TASK = Task.DIRECTEDNESS  # this module's row of the stage table

@@ -25,6 +25,7 @@ from contracts import GuardrailVerdict, SendGateVerdict, SendPolicy
 from contracts.journal import ReleaseCounter
 from contracts.messages import OutboundAsk, ReservedEnvelope, SendResult
 from contracts.send import SendMode, SendStart, SendStep
+from pipeline.decisions import thread_ttl_ms
 from pipeline.facts import Places, learn_from_send
 from pipeline.send import after_lookup, after_rereserve, give_up_step, next_step
 from workers.clock import now_ms
@@ -324,6 +325,8 @@ class Send:
             message_id=result.message_id if result else "",
             channel_id=result.channel_id if result else "",
             idempotency_id=ask.idempotency_id,
+            work_id=ask.work_id,
+            sent_ttl_ms=thread_ttl_ms(ask.work_id),
         )
 
     def _engaged(

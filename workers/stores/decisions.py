@@ -71,6 +71,18 @@ def _receipt_reply(verb: str, reply: Sequence[Any]) -> Written:
     return Written(verb, receipt=json.loads(text(reply[1])))
 
 
+@dataclass(frozen=True)
+class Post:
+    """A direction's post to the project's channel, journalled as it opens."""
+
+    tracking_id: str
+    seat_id: str
+    payload: str  # the entry's WorkEnvelope JSON
+    decision: str  # its EngagementDecision JSON
+    now_ms: int
+    deadline_ms: int  # the entry's journal deadline
+
+
 class Decisions:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
@@ -90,7 +102,10 @@ class Decisions:
         log: str,
         item_json: str,
         notify: Sequence[str],
+        post: Post | None = None,
     ) -> Written:
+        """Open a direction once, notifying `notify`'s inboxes and, with `post`, journalling
+        its post to the project's channel in the same step."""
         direction_id = str(doc["id"])
         inbox_keys: list[str] = []
         for seat in notify:
@@ -101,6 +116,8 @@ class Decisions:
                 keys.direction(direction_id),
                 keys.DIRECTIONS,
                 log_key(direction_id),
+                keys.journal(post.tracking_id if post else ""),
+                keys.JOURNAL_OPEN,
                 *inbox_keys,
             ],
             args=[
@@ -113,6 +130,18 @@ class Decisions:
                 item_json,
                 len(notify),
                 RECEIPT_TTL_MS,
+                *(
+                    ("", "", "", "", 0, 0)
+                    if post is None
+                    else (
+                        post.tracking_id,
+                        post.seat_id,
+                        post.payload,
+                        post.decision,
+                        post.now_ms,
+                        post.deadline_ms,
+                    )
+                ),
             ],
         )
         return _receipt_reply(text(reply[0]), reply)
@@ -259,6 +288,11 @@ class Decisions:
         low = "-" if after is None else f"({after}"
         found = self.r.zrangebylex(keys.DIRECTIONS, low, "+", start=0, num=count)
         return [text(i) for i in cast(Sequence[bytes], found)]
+
+    def note(self, direction_id: str, log: str) -> None:
+        """Append one line to the direction's audit log (what happened to a reply that was
+        not counted as a vote, and why)."""
+        self.r.xadd(log_key(direction_id), {"event": log})
 
     def log(self, direction_id: str) -> list[dict[str, Any]]:
         """The direction's audit log, oldest first."""

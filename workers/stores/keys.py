@@ -302,6 +302,12 @@ def issue_observed(number: int) -> str:
 # Project directions: decisions with two options, votes, a deadline (workers/stores/decisions.py).
 
 
+def sent_message(channel_id: str, message_id: str) -> str:
+    """Hash of what one engaged send put at this place (work id, tracking id, seat, op), so a
+    reply in its thread can be traced back; kept for the send's retention."""
+    return f"{PREFIX}sent:{channel_id}:{message_id}"
+
+
 def direction(direction_id: str) -> str:
     """Hash of one project direction: its frozen policy, deadline, votes, tally, result."""
     return f"{PREFIX}dir:{direction_id}"

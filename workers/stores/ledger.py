@@ -217,8 +217,12 @@ class Ledger:
         message_id: str = "",
         channel_id: str = "",
         idempotency_id: str = "",
+        work_id: str = "",
+        sent_ttl_ms: int | None = None,
     ) -> str:
-        """Record the final outcome once. Returns ok, done (already final) or stale."""
+        """Record the final outcome once. Returns ok, done (already final) or stale. An
+        engaged send's message is indexed by its place (`keys.sent_message`) for
+        `sent_ttl_ms` (by default the retention of its op), naming `work_id`."""
         verb, _state = self._finish(
             keys=[
                 keys.op(op_id),
@@ -226,6 +230,7 @@ class Ledger:
                 keys.JOURNAL_OPEN,
                 keys.ledger_stream(row.seat_id),
                 keys.LEDGER_SEATS,
+                keys.sent_message(channel_id, message_id),
             ],
             args=[
                 outcome,
@@ -240,9 +245,17 @@ class Ledger:
                 idempotency_id or row.idempotency_id or "",
                 self.retention_ms,
                 LEDGER_STREAM_CAP,
+                work_id,
+                self.retention_ms if sent_ttl_ms is None else sent_ttl_ms,
             ],
         )
         return text(verb)
+
+    def sent_at(self, channel_id: str, message_id: str) -> dict[str, str] | None:
+        """What an engaged send put at (`channel_id`, `message_id`): its work id, tracking
+        id, seat and op; None when nothing Seatwire sent is there (or its index lapsed)."""
+        raw = self.r.hgetall(keys.sent_message(channel_id, message_id))
+        return {text(k): text(v) for k, v in raw.items()} or None
 
     def abandon(self, op_id: str, token: str) -> bool:
         """Mark an interrupted send `unknown`, so the next try reconciles before posting."""

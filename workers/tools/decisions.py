@@ -1,327 +1,37 @@
 """Project directions (issue 13): `open_decision`, `vote`, `get_decision`, `list_decisions`,
-`decide_direction`, and the operations the people's HTTP routes share with them
-(workers/ingress/decisions.py).
+`decide_direction`. The operations they share with the people's HTTP routes and with a
+person's Slack reply are workers/stages/directions.py's.
 
 The rules are pipeline/decisions.py's; each write is one script (workers/stores/decisions.py)
 with the actor's receipt for its `client_request_id`. A direction has two options, For (0)
 and Against (1); it is opened by a seat under the org file's `decisions:` policy, frozen into
-it; opening puts a directed item in every other seat's inbox in the same step. A seat's vote
-weighs 1, a person's 2. The result is computed from the clock at every read and write once
-the deadline has passed, and recorded once (`close_if_due`); no beat is needed. Ties and
-outcomes that need approval wait for the policy's resolver (`decide_direction`, or the HTTP
-route for a person); the owner may end voting early (HTTP). A replay of any write answers its
-original receipt; another input under the same request id is a 409.
+it; opening puts a directed item in every other seat's inbox in the same step, and, when the
+policy names a `channelId`, journals the direction's post there (then published to the
+guardrail stage, or re-enqueued by the sweeper). A seat's vote weighs 1, a person's 2. Ties
+and outcomes that need approval wait for the policy's resolver (`decide_direction`, or the
+HTTP route for a person); the owner may end voting early (HTTP).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from contracts import Candidate, InboxItem
+from contracts import Candidate, EngagementDecision, InboxItem
 from contracts.inbound import CandidateIds, MessagePart
+from contracts.messages import DecisionEnvelope
 from contracts.tools import DecideDirection, GetDecision, ListDecisions, OpenDecision, Vote
 from pipeline import decisions as rules
-from workers.container import Container
-from workers.stores.decisions import Snapshot, Written
-from workers.tools.base import ToolContext, ToolError, tool
+from workers.broker import publish
+from workers.queues import Task
+from workers.stages.directions import answer, cast_vote, decide_as, page, read, replayed
+from workers.stores.decisions import Post
+from workers.tools.base import ToolContext, tool
+
+log = logging.getLogger("seatwire.decisions")
 
 SOURCE = "seatwire"
 SURFACE = "project_direction"
-CLOSE_ATTEMPTS = 20  # a closure's compare-and-set loses only to a vote that came first
-
-
-def _unknown(direction_id: str) -> ToolError:
-    return ToolError(
-        "unknown_direction",
-        f"direction_id: there is no direction {direction_id}; pass an id open_decision or "
-        "list_decisions returned",
-        field="direction_id",
-        status=404,
-    )
-
-
-def _request_conflict(client_request_id: str, original: dict[str, Any] | None) -> ToolError:
-    return ToolError(
-        "request_conflict",
-        f"client_request_id: {client_request_id} was already used for a different write; a "
-        "retry must repeat its input exactly, and a new write needs a new client_request_id. "
-        "Nothing was written",
-        field="client_request_id",
-        status=409,
-        original=original,
-    )
-
-
-def _replayed(
-    c: Container, actor: str, client_request_id: str, fingerprint: str
-) -> dict[str, Any] | None:
-    """The original receipt when this request was made before with this input; a 409 when
-    it was made with another; None when it is new."""
-    found = c.decisions.request(actor, client_request_id)
-    if found is None:
-        return None
-    stored, receipt = found
-    if stored != fingerprint:
-        raise _request_conflict(client_request_id, receipt)
-    return {**receipt, "replayed": True}
-
-
-def _answer(written: Written, client_request_id: str) -> dict[str, Any]:
-    """The receipt of a write the script recorded or replayed (a conflict is a 409)."""
-    if written.verb == "conflict":
-        raise _request_conflict(client_request_id, written.receipt)
-    assert written.receipt is not None
-    return {**written.receipt, "replayed": written.verb == "duplicate"}
-
-
-# ------------------------------------------------------------------ reading and closing
-
-
-def close_if_due(c: Container, direction_id: str, now_ms: int) -> Snapshot:
-    """The direction now, with its result recorded first when its deadline has passed and
-    none is (the votes are final then, so every caller records the same result)."""
-    for _ in range(CLOSE_ATTEMPTS):
-        snap = c.decisions.read(direction_id)
-        if snap is None:
-            raise _unknown(direction_id)
-        if snap.result is not None or now_ms < snap.deadline_ms:
-            return snap
-        result = rules.close(snap.votes.values(), snap.doc["policy"], snap.deadline_ms)
-        written = c.decisions.settle(
-            direction_id,
-            expected_revision=snap.revision,
-            result=result,
-            log=rules.log_entry(
-                "closed", None, now_ms, state=result["state"], winner=result["winner"]
-            ),
-            now_ms=now_ms,
-            closing=True,
-        )
-        if written.verb == "recorded":
-            return Snapshot(snap.doc, snap.deadline_ms, written.revision, result, snap.votes)
-        if written.verb == "missing":
-            raise _unknown(direction_id)
-        # closed by another caller, or a vote landed first: read again
-    raise ToolError(
-        "busy",
-        "direction_id: the direction changed under every attempt to record its result; call again",
-        field="direction_id",
-        status=503,
-    )
-
-
-def view_of(snap: Snapshot, viewer: str | None, now_ms: int) -> dict[str, Any]:
-    """What `get_decision` answers: the direction and the viewer's own vote."""
-    mine = None if viewer is None else snap.votes.get(viewer)
-    direction = rules.view(
-        snap.doc,
-        deadline_ms=snap.deadline_ms,
-        revision=snap.revision,
-        result=snap.result,
-        now_ms=now_ms,
-    )
-    return {
-        "direction": direction,
-        "yourVote": mine,
-        "yourVoteRevision": 0 if mine is None else int(mine["revision"]),
-        "voteCount": len(snap.votes),
-        "serverTime": now_ms,
-    }
-
-
-def read(c: Container, direction_id: str, viewer: str | None, now_ms: int) -> dict[str, Any]:
-    return view_of(close_if_due(c, direction_id, now_ms), viewer, now_ms)
-
-
-def page(c: Container, viewer: str, cursor: str | None, now_ms: int) -> dict[str, Any]:
-    """Up to 20 directions in id order after the cursor (scoped to `viewer`), each closed
-    first when due."""
-    after = None if cursor is None else rules.cursor_after(cursor, viewer)
-    ids = c.decisions.ids(after, rules.PAGE + 1)
-    shown = ids[: rules.PAGE]
-    directions = []
-    for direction_id in shown:
-        full = view_of(close_if_due(c, direction_id, now_ms), viewer, now_ms)
-        directions.append(
-            {**rules.summary(full["direction"]), "yourVoteRevision": full["yourVoteRevision"]}
-        )
-    more = len(ids) > rules.PAGE
-    return {
-        "directions": directions,
-        "next": rules.cursor_of(viewer, shown[-1]) if more and shown else None,
-        "serverTime": now_ms,
-    }
-
-
-# ------------------------------------------------------------------ writes
-
-
-def cast_vote(
-    c: Container,
-    direction_id: str,
-    *,
-    member_id: str,
-    kind: str,
-    option: int,
-    reason: str,
-    expected_revision: int,
-    client_request_id: str,
-    now_ms: int,
-) -> dict[str, Any]:
-    """Cast or change `member_id`'s own vote (a seat's weighs 1, a person's 2)."""
-    rules.check_text([("reason", reason)])
-    vote = rules.vote_doc(
-        member_id=member_id,
-        kind=kind,
-        option=option,
-        reason=reason,
-        revision=expected_revision + 1,
-        now_ms=now_ms,
-    )
-    written = c.decisions.vote(
-        direction_id,
-        member_id=member_id,
-        client_request_id=client_request_id,
-        fingerprint=rules.fingerprint(
-            "vote", rules.vote_fields(direction_id, option, reason, expected_revision)
-        ),
-        expected_revision=expected_revision,
-        vote=vote,
-        receipt=rules.vote_receipt(direction_id, client_request_id, vote),
-        log=rules.log_entry(
-            "voted",
-            member_id,
-            now_ms,
-            option=option,
-            weight=vote["weight"],
-            kind=kind,
-            revision=vote["revision"],
-            reason=reason,
-        ),
-        now_ms=now_ms,
-    )
-    if written.verb == "missing":
-        raise _unknown(direction_id)
-    if written.verb == "closed":
-        close_if_due(c, direction_id, now_ms)
-        raise rules.closed_refusal(written.deadline_ms, now_ms, written.recorded)
-    if written.verb == "stale":
-        raise rules.stale_vote(written.current, expected_revision)
-    return _answer(written, client_request_id)
-
-
-def end_voting(
-    c: Container, direction_id: str, *, by: str, client_request_id: str, reason: str, now_ms: int
-) -> dict[str, Any]:
-    """The owner ends voting now: the deadline moves to `now_ms`, and the result is recorded."""
-    snap = c.decisions.read(direction_id)
-    if snap is None:
-        raise _unknown(direction_id)
-    refused = rules.end_refusal(snap.doc["policy"], by)
-    if refused is not None:
-        raise refused
-    receipt = {
-        "directionId": direction_id,
-        "clientRequestId": client_request_id,
-        "endedBy": by,
-        "deadlineMs": now_ms,
-        "scheduledDeadlineMs": snap.doc["scheduledDeadlineMs"],
-    }
-    written = c.decisions.end(
-        direction_id,
-        by=by,
-        client_request_id=client_request_id,
-        fingerprint=rules.fingerprint("end", {"directionId": direction_id, "reason": reason}),
-        receipt=receipt,
-        log=rules.log_entry("ended", by, now_ms, reason=reason),
-        now_ms=now_ms,
-    )
-    if written.verb == "missing":
-        raise _unknown(direction_id)
-    if written.verb == "closed":
-        close_if_due(c, direction_id, now_ms)
-        raise ToolError(
-            "voting_closed",
-            f"voting on this direction already ended at {written.deadline_ms} (Unix ms); "
-            "read the result. Nothing was written",
-            status=409,
-            deadlineMs=written.deadline_ms,
-        )
-    answer = _answer(written, client_request_id)
-    close_if_due(c, direction_id, now_ms)
-    return answer
-
-
-def decide_as(
-    c: Container,
-    direction_id: str,
-    *,
-    actor: str,
-    action: str,
-    option: int | None,
-    reason: str,
-    expected_revision: int,
-    client_request_id: str,
-    now_ms: int,
-) -> dict[str, Any]:
-    """The policy's resolver resolves a tie, or approves or rejects an outcome."""
-    fingerprint = rules.fingerprint(
-        "decide", rules.decide_fields(direction_id, expected_revision, action, option, reason)
-    )
-    replay = _replayed(c, actor, client_request_id, fingerprint)
-    if replay is not None:
-        return replay
-    rules.check_text([("reason", reason)])
-    snap = close_if_due(c, direction_id, now_ms)
-    refused = rules.decide_refusal(
-        policy=snap.doc["policy"],
-        result=snap.result,
-        revision=snap.revision,
-        deadline_ms=snap.deadline_ms,
-        actor=actor,
-        action=action,
-        option=option,
-        expected_revision=expected_revision,
-    )
-    if refused is not None:
-        raise refused
-    assert snap.result is not None
-    after = rules.decide(
-        snap.result, actor=actor, action=action, option=option, reason=reason, now_ms=now_ms
-    )
-    receipt = {
-        "directionId": direction_id,
-        "clientRequestId": client_request_id,
-        "action": action,
-        "revision": expected_revision + 1,
-        "result": after,
-    }
-    written = c.decisions.settle(
-        direction_id,
-        expected_revision=expected_revision,
-        result=after,
-        log=rules.log_entry(
-            action, actor, now_ms, option=option, reason=reason, state=after["state"]
-        ),
-        now_ms=now_ms,
-        closing=False,
-        actor=actor,
-        client_request_id=client_request_id,
-        fingerprint=fingerprint,
-        receipt=receipt,
-    )
-    if written.verb == "missing":
-        raise _unknown(direction_id)
-    if written.verb == "stale":
-        raise ToolError(
-            "revision_conflict",
-            f"expected_revision: the direction changed meanwhile (revision {written.revision}); "
-            "read it again and decide on the current revision. Nothing was written",
-            field="expected_revision",
-            status=409,
-            currentRevision=written.revision,
-        )
-    return _answer(written, client_request_id)
 
 
 def _notice(doc: dict[str, Any], recipients: tuple[str, ...]) -> str:
@@ -372,7 +82,7 @@ def open_decision(ctx: ToolContext, args: OpenDecision) -> dict[str, Any]:
     fingerprint = rules.fingerprint(
         "open", rules.open_fields(args.title, args.body, args.countdown_seconds, affected)
     )
-    replay = _replayed(c, opener, args.client_request_id, fingerprint)
+    replay = replayed(c, opener, args.client_request_id, fingerprint)
     if replay is not None:
         return replay
     org = c.org.current()[0].org
@@ -391,6 +101,18 @@ def open_decision(ctx: ToolContext, args: OpenDecision) -> dict[str, Any]:
         now_ms=ctx.now_ms,
     )
     recipients = tuple(s.member_id for s in org.seats if s.member_id != opener)
+    channel = org.decisions.channel_id
+    post = None
+    if channel is not None:
+        decision = rules.post_decision(doc, channel)
+        post = Post(
+            tracking_id=rules.post_tracking_id(doc["id"]),
+            seat_id=opener,
+            payload=rules.post_envelope(doc).model_dump_json(by_alias=True),
+            decision=decision.model_dump_json(by_alias=True),
+            now_ms=ctx.now_ms,
+            deadline_ms=ctx.now_ms + c.settings.journal_deadline_ms,
+        )
     written = c.decisions.open(
         opener=opener,
         client_request_id=args.client_request_id,
@@ -406,8 +128,27 @@ def open_decision(ctx: ToolContext, args: OpenDecision) -> dict[str, Any]:
         ),
         item_json=_notice(doc, recipients),
         notify=recipients,
+        post=post,
     )
-    return _answer(written, args.client_request_id)
+    if post is not None and written.verb == "recorded":
+        _publish_post(ctx, post)
+    return answer(written, args.client_request_id)
+
+
+def _publish_post(ctx: ToolContext, post: Post) -> None:
+    """The post's guardrail message. The direction is open and its post journalled whatever
+    happens here: a publish that fails is the sweeper's to send from `decided`."""
+    message = DecisionEnvelope(
+        tracking_id=post.tracking_id,
+        seat_id=post.seat_id,
+        decision=EngagementDecision.model_validate_json(post.decision),
+    )
+    try:
+        publish(ctx.app, Task.GUARDRAILS, post.tracking_id, message.to_wire())
+    except Exception:
+        log.exception(
+            "could not publish %s; the sweeper sends it after its deadline", post.tracking_id
+        )
 
 
 @tool(

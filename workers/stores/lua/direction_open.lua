@@ -1,12 +1,19 @@
 -- Open one project direction, all at once and only once: the opener's request receipt, the
 -- direction (its fixed part, deadline and revision 1), its place in the index, the first
 -- line of its audit log, and a directed item in each other seat's inbox with its notices.
+-- With a post (ARGV 10), the same step journals the direction's post to the project's
+-- channel as an entry already `decided` (its decision the direction's rules made), which the
+-- guardrail and send stages then take as any other: the post is never lost between the open
+-- and its publish, since the sweeper re-enqueues an entry whose message went missing.
 -- KEYS: 1 the request's receipt key (fingerprint then receipt JSON), 2 the direction hash,
---       3 the index zset, 4 the direction's log stream, then 3 per seat notified (inbox
---       stream, inbox meta, seat counters hash).
+--       3 the index zset, 4 the direction's log stream, 5 the post's journal entry, 6 the
+--       journal's open index, then 3 per seat notified (inbox stream, inbox meta, seat
+--       counters hash).
 -- ARGV: 1 fingerprint (64 hex), 2 receipt JSON, 3 the direction's fixed part JSON,
 --       4 deadline (Unix ms), 5 direction id, 6 log entry JSON, 7 inbox item JSON (with
---       "position":0 for the script to fill in), 8 seats notified, 9 receipt TTL ms.
+--       "position":0 for the script to fill in), 8 seats notified, 9 receipt TTL ms,
+--       10 the post's tracking id ('' = no post), 11 its seat, 12 its payload JSON, 13 its
+--       decision JSON, 14 nowMs, 15 the post entry's deadline (Unix ms).
 -- Returns {'duplicate', receipt} (the same open again), {'conflict', receipt} (the request
 -- id was used for another input) or {'recorded', receipt}. Only 'recorded' writes.
 local replayed = direction_replay(KEYS[1], ARGV[1])
@@ -23,7 +30,13 @@ redis.call('HSET', KEYS[2], 'doc', ARGV[3], 'fingerprint', ARGV[1], 'receipt', A
 redis.call('ZADD', KEYS[3], 0, ARGV[5])
 redis.call('XADD', KEYS[4], '*', 'event', ARGV[6])
 redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2], 'PX', ARGV[9])
-local k = 5
+if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
+  redis.call('HSET', KEYS[5], 'trackingId', ARGV[10], 'kind', 'work', 'seatId', ARGV[11],
+    'payload', ARGV[12], 'state', 'decided', 'decision', ARGV[13], 'acceptedAtMs', ARGV[14],
+    'updatedAtMs', ARGV[14], 'enqueuedAtMs', ARGV[14], 'fingerprint', '', 'deliveries', 1)
+  redis.call('ZADD', KEYS[6], ARGV[15], ARGV[10])
+end
+local k = 7
 for _ = 1, tonumber(ARGV[8]) do
   local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
   redis.call('XADD', KEYS[k], position .. '-0', 'item',

@@ -1,11 +1,15 @@
 -- Record an ask's final outcome once: the op state, the ledger row, the journal entry.
 -- A definite failure releases the reservation (it never reached anyone); `engaged` keeps it,
 -- and so does `shadowed` (shadow mode counts what it would have sent, as `on` would).
--- KEYS: 1 op hash, 2 journal entry, 3 journal open index, 4 seat ledger stream, 5 seats set.
+-- A message that went out is indexed by where it is (KEYS 6: its channel and message id), so
+-- a reply in its thread can be traced to the work it asked about (a direction's post, whose
+-- replies are votes: workers/stages/directions.py).
+-- KEYS: 1 op hash, 2 journal entry, 3 journal open index, 4 seat ledger stream, 5 seats set,
+--       6 the sent message's index hash.
 -- ARGV: 1 outcome (engaged|shadowed|send_failed|send_blocked|refused), 2 ledger row JSON,
 --       3 fencing token ('' = no check), 4 nowMs, 5 trackingId, 6 seatId, 7 opId,
 --       8 messageId, 9 channelId, 10 idempotencyId, 11 retention ms of a final journal entry,
---       12 ledger stream cap.
+--       12 ledger stream cap, 13 workId, 14 how long the sent message's index is kept (ms).
 -- Returns {'ok'|'done'|'stale', state}.
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'engaged' or state == 'send_failed' or state == 'send_blocked'
@@ -28,6 +32,11 @@ if ARGV[1] == 'send_failed' or ARGV[1] == 'send_blocked' then
 end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'finalAtMs', ARGV[4], 'messageId', ARGV[8],
   'channelId', ARGV[9], 'idempotencyId', ARGV[10])
+if ARGV[1] == 'engaged' and ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[6], 'workId', ARGV[13], 'trackingId', ARGV[5], 'seatId', ARGV[6],
+    'opId', ARGV[7])
+  redis.call('PEXPIRE', KEYS[6], ARGV[14])
+end
 if redis.call('HSETNX', KEYS[1], 'logged', '1') == 1 then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'row', ARGV[2])
   redis.call('SADD', KEYS[5], ARGV[6])
