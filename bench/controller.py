@@ -342,6 +342,7 @@ class Bench:
         from workers.stores.inbound import inbound_tracking_id
 
         verdict = Directedness(directed=True, surface="mention", reason="mention", why="named")
+        view, _degraded = self.c.org.current()
         for i, seat in enumerate(self.seats):
             cand = Candidate.model_validate(
                 {
@@ -358,7 +359,13 @@ class Bench:
                 tracking, kind="inbound", seat_id="", payload="{}", now_ms=1, fingerprint=""
             )
             self.c.inbound.record(
-                tracking, cand, [Resolved(seat, verdict)], places_of(cand.to_wire()), now_ms=1
+                tracking,
+                cand,
+                [Resolved(seat, verdict)],
+                places_of(cand.to_wire()),
+                now_ms=1,
+                org=view.snapshot,
+                seats=len(view.roster.seats),
             )
 
     def snapshot(self) -> list[bytes]:

@@ -140,6 +140,11 @@ class SeatVerdict(Wire):
     reason: str
     why: str
     position: int | None = None
+    derived: bool = Field(
+        default=False,
+        description="true for a seat the event did not concern: its verdict was not stored "
+        "but derived on read from the event and the org version it was decided against",
+    )
 
 
 class Trace(Wire):
@@ -158,4 +163,7 @@ class Trace(Wire):
     detail: str | None = None
     failed_stage: str | None = None
     error: str | None = None
+    org_version: str | None = Field(
+        default=None, description="the org version the event was decided against"
+    )
     seats: tuple[SeatVerdict, ...] = ()

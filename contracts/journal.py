@@ -191,8 +191,9 @@ LeaderVerb = Literal["elected", "renewed", "standby"]
 AcceptVerb = Literal["new"]
 # journal_enqueue: {verb, state, storedFingerprint}.
 EnqueueVerb = Literal["new", "requeued", "duplicate", "conflict"]
-# inbound_record: {verb, state, seat, position, ...}.
-InboundRecordVerb = Literal["ok", "done"]
+# inbound_record: {verb, state, seat, position, ...}; `snapshot` (nothing written): the org
+# version's snapshot is missing, and the caller sends it.
+InboundRecordVerb = Literal["ok", "done", "snapshot"]
 # inbox_ack: {verb, acknowledged, last}.
 InboxAckVerb = Literal["ok", "beyond"]
 # sample_record: {verb, stored JSON}; cost_record: {verb} or {conflict, stored JSON}; only

@@ -49,6 +49,7 @@ __all__ = [
     "own_ids_of",
     "prepare",
     "resolve_directed",
+    "unconcerned_of",
     "yes",
 ]
 
@@ -288,19 +289,33 @@ def _board(p: Prepared, b: BoardView, f: JSON, me: frozenset[str], on: Gate) -> 
                 "was mentioned in or commented on",
             ),
         )
-    return no(
-        "ambient", f"board activity ({b.action or 'unknown'}) that does not involve this seat"
-    )
+    return _board_ambient(b.action)
+
+
+def _board_ambient(action: str) -> Directedness:
+    return no("ambient", f"board activity ({action or 'unknown'}) that does not involve this seat")
 
 
 # What reaches a seat that follows an item: its later comments, review comments and reviews.
 FOLLOWED_ACTIONS = frozenset({"commented", "reviewed"})
 
 
+CALL_TO_OTHERS = no("ambient", "a call to others")
+CALENDAR_OF_OTHERS = no("ambient", "calendar activity that does not involve this seat")
+
+
+def unconcerned_of(p: Prepared) -> Directedness:
+    """The last row of the board, call and calendar tables: activity that involves the seat
+    in no way (what a seat it does not concern answers; pipeline/fanout.py)."""
+    if p.family == "board":
+        return _board_ambient(p.board.action if p.board is not None else "")
+    return CALL_TO_OTHERS if p.family == "calling" else CALENDAR_OF_OTHERS
+
+
 def _calling(call: CallView, me: frozenset[str], on: Gate) -> Directedness:
     if call.callees & me:
         return on("call", yes("call", "callee", "this seat is being called"))
-    return no("ambient", "a call to others")
+    return CALL_TO_OTHERS
 
 
 def _calendar(cal: CalendarView, me: frozenset[str], on: Gate) -> Directedness:
@@ -309,4 +324,4 @@ def _calendar(cal: CalendarView, me: frozenset[str], on: Gate) -> Directedness:
             "invite",
             yes("invite", "attendee", f"this seat is an attendee of the {cal.action_text}"),
         )
-    return no("ambient", "calendar activity that does not involve this seat")
+    return CALENDAR_OF_OTHERS

@@ -38,6 +38,10 @@ class FakeOutbound:
     sends: int = 0
     reconciles: int = 0
 
+    def check(self) -> str:
+        """The `Outbound` Protocol's configuration check: a fake has nothing to refuse."""
+        return "fake outbound (in memory)"
+
     def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
         self.sends += 1
         step = self.script.pop(0) if self.script else "ok"
@@ -78,6 +82,11 @@ class Placed:
     new: bool
 
 
+# The org version `place` records its events against: a snapshot of no seats, so a trace shows
+# only the seats an event was placed for.
+FAKE_ORG = ("fake-org", '{"channels":{},"seats":[]}')
+
+
 def place(
     client: redis.Redis,
     seat: str | tuple[str, ...],
@@ -97,5 +106,7 @@ def place(
         [Resolved(s, verdict) for s in seats],
         places_of(cand.to_wire()),
         now_ms=1,
+        org=FAKE_ORG,
+        seats=len(seats),
     )
     return Placed(position=done.positions.get(seats[0], 0), new=done.new)

@@ -143,6 +143,7 @@ HASH_FIELDS = frozenset(
         "deadFrom",
         "deadReason",
         "deadAtMs",
+        "orgVersion",  # an inbound entry: the org version its verdicts were decided against
         # a sent message's index (keys.sent_message, workers/stores/lua/op_finish.lua)
         "workId",
         "opId",

@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from contracts import Channel, Org, Seat
 from contracts.goals import Objective
 from pipeline.directedness import aliases_of, own_ids_of
 from pipeline.engagement import Directory, Rooms
-from pipeline.fanout import Roster, RosterSeat
+from pipeline.fanout import Roster, RosterSeat, org_snapshot, org_version
 from workers.errors import ConfigError
 
 
@@ -160,6 +161,13 @@ class OrgView:
             github_logins=logins,
             objective_by_key={o.key: o for o in org.objectives},
         )
+
+    @cached_property
+    def snapshot(self) -> tuple[str, str]:
+        """(version, JSON) of what a trace needs of this org to derive the verdicts the
+        directedness stage did not store: the seats and the listed channels."""
+        snap = org_snapshot(self.roster, self.channels)
+        return org_version(snap), json.dumps(snap, separators=(",", ":"), sort_keys=True)
 
     @property
     def objectives(self) -> tuple[Objective, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,11 @@ from pipeline.fanout import Resolved, Roster, RosterSeat, resolve_all
 
 MEMBERS = ["scout", "tally", "ann", "bob"]
 ALIASES = ["U0SCOUT", "U0TALLY", "u0ann", "Scout", "bob", "github:bob", " U0X "]
-NAMES = ["Scout", "Tally", "Ann", "Ann Lee", "Bo", "scout.bot"]
+# Names and words whose case a regex compares differently from `str.lower` (`ſ` is an `s`,
+# `K` a Kelvin sign, `İ`) or that have no word character take the index's slow paths.
+NAMES = ["Scout", "Tally", "Ann", "Ann Lee", "Bo", "scout.bot", "José", "@bot", "R2-D2", "!!"]
+WORDS = ["hello", "@Scout", "Ann-Lee", "scout.bot.", "x@Tally", ",", "JOSÉ", "ſcout", "SCOUT"]
+WORDS += ["\u212aelvin", "İ", "ann lee", "bot", "r2-d2", "!!", "\U0001f600", "“Tally”"]
 KINDS = ["PUBLIC", "PRIVATE", "DM", "GROUP_DM"]
 SURFACES = ["mention", "thread_reply", "dm", "assigned"]
 OWN_IDS = ["B0SCOUTAPP", "B0SHARED", "U0SCOUT"]  # a Slack app's bot_id, or a shared bot user
@@ -47,16 +52,13 @@ seats_st = st.lists(
     unique_by=lambda s: s.member_id,
 )
 ident_st = st.sampled_from([*MEMBERS, *ALIASES, *OWN_IDS, "U0OTHER", ""])
-body_st = st.lists(
-    st.sampled_from([*NAMES, "hello", "@Scout", "Ann-Lee", "scout.bot.", "x@Tally", ","]),
-    max_size=5,
-).map(" ".join)
+body_st = st.lists(st.sampled_from([*NAMES, *WORDS]), max_size=5).map(" ".join)
 
 
 @st.composite
 def messages(draw: st.DrawFn) -> dict[str, Any]:
     thread = draw(st.sampled_from([None, "100.1", "200.2"]))
-    family = draw(st.sampled_from(["messaging"] * 6 + ["board", "calling"]))
+    family = draw(st.sampled_from(["messaging"] * 6 + ["board", "calling", "calendar"]))
     return {
         "family": family,
         "source": "slack",
@@ -76,15 +78,28 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
             "audienceIds": draw(st.lists(ident_st, max_size=2)),
         },
         "board": {
-            "action": draw(st.sampled_from(["assigned", "commented"])),
+            "action": draw(st.sampled_from(BOARD_ACTIONS)),
+            "actorId": draw(ident_st),
             "assigneeIds": draw(st.lists(ident_st, max_size=2)),
+            "reviewerIds": draw(st.lists(ident_st, max_size=2)),
+            "ownerIds": draw(st.lists(ident_st, max_size=2)),
             "mentions": draw(st.lists(ident_st, max_size=2)),
         },
-        "call": {"calleeIds": draw(st.lists(ident_st, max_size=2))},
+        "call": {
+            "callerId": draw(ident_st),
+            "calleeIds": draw(st.lists(ident_st, max_size=2)),
+        },
+        "calendar": {
+            "organizerId": draw(ident_st),
+            "action": draw(st.sampled_from(["invite", "update", "cancel", "rsvp"])),
+            "attendeeIds": draw(st.lists(ident_st, max_size=2)),
+        },
         "atMs": 1,
     }
 
 
+BOARD_ACTIONS = ["assigned", "commented", "review_requested", "review_request_removed"]
+BOARD_ACTIONS += ["reviewed", "opened", ""]
 members_st = st.frozensets(st.sampled_from(MEMBERS))
 
 
@@ -197,3 +212,20 @@ def test_a_message_by_a_seats_app_is_found_as_its_echo():
     }
     [resolved] = resolve_all(message, roster, Known(), places_of(message))
     assert resolved.verdict.reason == "own_echo"
+
+
+EVERY_NAME = [seat(f"s{i}", [f"U0S{i}"], [name], []) for i, name in enumerate(NAMES)]
+EVERY_NAME.append(seat("kelvin", ["U0K"], ["\u212aelvin"], []))  # a name with a Kelvin sign
+
+
+@pytest.mark.parametrize("first", [*NAMES, *WORDS, "kelvin"])
+def test_every_name_is_found_as_its_own_pattern_finds_it(first: str) -> None:
+    """Each name and word, alone and before and after every other: the roster's index finds
+    exactly the seats the per-seat loop names (`ſcout` is a `Scout`, `kelvin` a `Kelvin`,
+    `JOSÉ` a `José`, `ann lee` both `Ann` and `Ann Lee`)."""
+    roster = Roster.of(EVERY_NAME)
+    for other in ["", *NAMES, *WORDS]:
+        for body in (first, f"{first} {other}", f"{other} {first}"):
+            candidate = message(body, authorId="U0NOBODY")
+            got = resolve_all(candidate, roster, Known(), places_of(candidate))
+            assert got == one_by_one(candidate, EVERY_NAME, Known()), body

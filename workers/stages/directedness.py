@@ -14,7 +14,7 @@ from celery import Celery
 
 from contracts.messages import InboundEnvelope
 from pipeline.facts import places_of, reads_membership
-from pipeline.fanout import resolve_all
+from pipeline.fanout import resolve_concerned
 from workers.clock import now_ms
 from workers.container import Container
 from workers.org import OrgSource
@@ -44,9 +44,15 @@ class Directedness:
         channel = view.channel_by_id.get(places.channel_id) if places.channel_id else None
         membership = reads_membership(candidate, channel)
         known = self.inbound.known(places, channel, membership=membership)
-        resolved = resolve_all(candidate, view.roster, known, places)
+        resolved = resolve_concerned(candidate, view.roster, known, places)
         recorded = self.inbound.record(
-            env.tracking_id, env.candidate, resolved, places, now_ms=self.clock_ms()
+            env.tracking_id,
+            env.candidate,
+            resolved,
+            places,
+            now_ms=self.clock_ms(),
+            org=view.snapshot,
+            seats=len(view.roster.seats),
         )
         if self.container is not None:
             outcome = vote_by_reply(self.container, candidate, now_ms=self.clock_ms())

@@ -1,10 +1,14 @@
 """The inbound side's Redis store: what an event's places are known for, the per-seat record
 of one resolved event, the trace of an event, and what a seat's sends teach.
 
-One event is recorded for every seat in one script (workers/stores/lua/inbound_record.lua):
-the verdicts, the inbox items, the notices, the facts and the journal's final state land
-together or not at all, and only once — a redelivered event finds the entry resolved and
-changes nothing, which is what makes the stage idempotent per (event, seat).
+One event is recorded for the seats it concerns in one script
+(workers/stores/lua/inbound_record.lua): their verdicts, the inbox items, the notices, the
+facts and the journal's final state land together or not at all, and only once — a
+redelivered event finds the entry resolved and changes nothing, which is what makes the stage
+idempotent per (event, seat). What an event costs in Redis does not grow with the seats it
+does not concern: their verdicts are derived on read, by `trace`, from the event and the org
+version it was decided against (one snapshot per org version, `keys.org_snapshot`, kept as
+long as the last event decided against it).
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import redis
 
 from contracts import Candidate, Directedness, InboxItem, SeatVerdict, Trace
 from contracts.org import Channel
-from pipeline.facts import Known, Learned, Places
-from pipeline.fanout import Resolved
+from pipeline.facts import Known, Learned, Places, places_of
+from pipeline.fanout import Resolved, snapshot_channel, unconcerned_verdict
 from workers.errors import PermanentError
 from workers.stores import keys
 from workers.stores.scripts import script, text
@@ -75,6 +79,7 @@ class InboundStore:
         self.retention_ms = retention_ms
         self.fact_ttl_ms = fact_ttl_ms
         self._record = script(client, "inbound_record")
+        self._snapshots: set[str] = set()  # org versions this store has written
 
     def known(self, places: Places, channel: Channel | None, *, membership: bool) -> Known:
         """What the stores know about an event's places, for every seat: at most one round
@@ -110,8 +115,12 @@ class InboundStore:
         places: Places,
         *,
         now_ms: int,
+        org: tuple[str, str],
+        seats: int,
     ) -> Recorded:
-        """Record the event for every seat at once; a repeat changes nothing."""
+        """Record the event for the seats it concerns (`resolved`) at once, against `org`
+        (its version and snapshot JSON, `OrgView.snapshot`) of `seats` seats in all; a repeat
+        changes nothing."""
         item_keys: list[str] = []
         seat_args: list[str] = []
         facts: list[tuple[str, str]] = []
@@ -133,14 +142,17 @@ class InboundStore:
             if r.learned:
                 facts += fact_keys(r.seat_id, places, r.learned)
         state = "directed" if directed else "ambient"
-        summary = json.dumps({"seats": len(resolved), "directed": directed})
-        try:
-            reply = self._record(
+        summary = json.dumps({"seats": seats, "concerned": len(resolved), "directed": directed})
+        version, snapshot = org
+
+        def run(send_snapshot: bool) -> list[Any]:
+            reply: list[Any] = self._record(
                 keys=[
                     keys.journal(tracking_id),
                     keys.JOURNAL_OPEN,
                     keys.JOURNAL_FAILED,
                     keys.seat_verdicts(tracking_id),
+                    keys.org_snapshot(version),
                     *item_keys,
                     *(k for k, _ in facts),
                 ],
@@ -153,14 +165,23 @@ class InboundStore:
                     len(resolved),
                     len(facts),
                     tracking_id,
+                    version,
+                    snapshot if send_snapshot else "",
                     *seat_args,
                     *(seat for _, seat in facts),
                 ],
             )
+            return reply
+
+        try:
+            reply = run(version not in self._snapshots)
+            if text(reply[0]) == "snapshot":  # expired, or lost with a Redis that restarted
+                reply = run(True)
         except redis.ResponseError as exc:
             if "NOENTRY" in str(exc):
                 raise PermanentError(str(exc)) from exc
             raise
+        self._snapshots.add(version)
         verb, final, *pairs = (text(x) for x in reply)
         positions = {pairs[i]: int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
         return Recorded(new=verb == "ok", state=final, positions=positions)
@@ -194,10 +215,10 @@ class InboundStore:
         payload = json.loads(entry.get("payload") or "{}")
         candidate = payload.get("candidate") if isinstance(payload, dict) else None
         candidate = candidate if isinstance(candidate, dict) else {}
-        seats = sorted(
-            (SeatVerdict.model_validate_json(v) for v in verdicts_raw.values()),
-            key=lambda s: (not s.directed, s.seat_id),
-        )
+        stored = [SeatVerdict.model_validate_json(v) for v in verdicts_raw.values()]
+        version = entry.get("orgVersion")
+        derived = self._derived(candidate, version, {v.seat_id for v in stored})
+        seats = sorted([*stored, *derived], key=lambda s: (not s.directed, s.seat_id))
         resolved_at = entry.get("resolvedAtMs")
         return Trace(
             delivery_id=delivery_id,
@@ -212,8 +233,38 @@ class InboundStore:
             detail=entry.get("detail"),
             failed_stage=entry.get("failedStage"),
             error=entry.get("error"),
+            org_version=version,
             seats=tuple(seats),
         )
+
+    def _derived(
+        self, candidate: dict[str, Any], version: str | None, stored: set[str]
+    ) -> list[SeatVerdict]:
+        """The verdicts of the seats the event did not concern, derived as the stage would
+        have given them, from the snapshot of the org version it was decided against."""
+        if not version or not candidate:
+            return []
+        raw = self.r.get(keys.org_snapshot(version))
+        if raw is None:
+            return []  # the snapshot outlives every entry decided against it; this one is gone
+        snapshot = json.loads(raw)
+        channel = snapshot_channel(snapshot, places_of(candidate).channel_id)
+        out = []
+        for seat_id in snapshot.get("seats") or ():
+            if seat_id in stored:
+                continue
+            v = unconcerned_verdict(candidate, channel, seat_id)
+            out.append(
+                SeatVerdict(
+                    seat_id=seat_id,
+                    directed=v.directed,
+                    surface=v.surface,
+                    reason=v.reason,
+                    why=v.why,
+                    derived=True,
+                )
+            )
+        return out
 
 
 @lru_cache(maxsize=4096)

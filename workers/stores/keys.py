@@ -90,6 +90,13 @@ def inbox_meta(seat_id: str) -> str:
     return f"{PREFIX}inbox:{seat_id}:meta"
 
 
+def org_snapshot(version: str) -> str:
+    """What the trace needs of one org version (its seats and listed channels, JSON) to derive
+    the verdicts of the seats an event did not concern; kept as long as the last event decided
+    against it."""
+    return f"{PREFIX}orgv:{version}"
+
+
 def seat_verdicts(tracking_id: str) -> str:
     """An inbound event's verdict per seat (hash seatId -> SeatVerdict JSON): its audit rows."""
     return f"{PREFIX}j:{tracking_id}:seats"
