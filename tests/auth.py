@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 import redis
@@ -16,6 +17,9 @@ from fastapi.testclient import TestClient
 
 from workers.org import OrgSource
 from workers.stores.tokens import Tokens
+
+if TYPE_CHECKING:
+    import httpx2  # what Starlette's TestClient is built on (for the annotations only)
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -88,14 +92,15 @@ def as_seats(client: TestClient) -> SeatTokens:
 
 
 def routes_as_seats(
-    client: httpx.Client, r: redis.Redis, org: OrgSource, operator: str
+    client: httpx.Client | httpx2.Client, r: redis.Redis, org: OrgSource, operator: str
 ) -> SeatTokens:
     """`as_seats` for any client: the seats of `org`, their tokens issued into `r`, swapped
-    in for the `operator` token on the seat routes."""
+    in for the `operator` token on the seat routes. (Starlette's TestClient is an
+    `httpx2.Client`; the e2e tests' clients are `httpx.Client`s.)"""
     seats = SeatTokens(r, org)
     given_operator = f"Bearer {operator}"
 
-    def swap(request: httpx.Request) -> None:
+    def swap(request: httpx.Request | httpx2.Request) -> None:
         given = request.headers.get("authorization", "")
         found = SEAT_ROUTE.match(request.url.path)
         if given.startswith(f"Bearer {AS_SEAT}"):

@@ -78,7 +78,7 @@ def wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float =
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                raise RuntimeError(f"{p.args} exited with {p.returncode}")
+                raise RuntimeError(f"{p.args!r} exited with {p.returncode}")  # args: a list
         try:
             if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                 return

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -48,7 +48,7 @@ def tracking_of(seat: str, report: dict[str, Any]) -> str:
 
 
 def state_of(r: redis.Redis, tracking: str) -> str:
-    raw = r.hget(keys.journal(tracking), "state")
+    raw = cast("bytes | None", r.hget(keys.journal(tracking), "state"))  # no decode_responses
     return raw.decode() if raw else ""
 
 

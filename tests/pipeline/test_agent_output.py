@@ -480,9 +480,12 @@ def _feed_bytes(provider: Provider, data: bytes, cuts: list[int]) -> AgentOutput
 def test_any_byte_chunking_gives_the_same_output(data: st.DataObject) -> None:
     """Cut into chunks at any byte offsets (even inside a multibyte character), each
     provider's stream gives the output of feeding it whole."""
-    provider, stream = data.draw(
-        st.sampled_from([("claude", _transcript()), ("codex", CODEX), ("text", _transcript())])
-    )
+    choices: list[tuple[Provider, str]] = [
+        ("claude", _transcript()),
+        ("codex", CODEX),
+        ("text", _transcript()),
+    ]
+    provider, stream = data.draw(st.sampled_from(choices))
     raw = stream.encode()
     cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=40))
     assert _feed_bytes(provider, raw, cuts) == collect(provider, stream)

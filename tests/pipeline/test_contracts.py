@@ -39,18 +39,18 @@ SEED_WORK = {
 }
 
 
-def test_work_report_round_trips_camel_case():
+def test_work_report_round_trips_camel_case() -> None:
     """A seed-shaped work object dumps back to the same camelCase JSON."""
     assert WorkReport.model_validate(SEED_WORK).model_dump(by_alias=True, mode="json") == SEED_WORK
 
 
-def test_work_report_refuses_unknown_fields():
+def test_work_report_refuses_unknown_fields() -> None:
     """A misspelt field is an error, not a silently different decision."""
     with pytest.raises(ValidationError, match="selfServeExhaused"):
         WorkReport.model_validate({"id": "w", "selfServeExhaused": True})
 
 
-def test_member_and_channel_accept_seed_shapes():
+def test_member_and_channel_accept_seed_shapes() -> None:
     """Members and channels read the seeds' keys; channel kinds are case-insensitive."""
     m = Member.model_validate(
         {
@@ -68,7 +68,7 @@ def test_member_and_channel_accept_seed_shapes():
     )
 
 
-def test_reservation_counts_only_until_it_expires():
+def test_reservation_counts_only_until_it_expires() -> None:
     """A reserved row holds a place until its expiry and not after."""
     row = LedgerRow.model_validate(
         {"atMs": 0, "seatId": "s", "workId": "w", "outcome": "reserved", "expiresAtMs": 100}

@@ -231,7 +231,11 @@ def test_paused_always_carries_interrupt() -> None:
     d = c.decide(news(started=False), now_ms=T0)
     assert (d.action, d.reason, d.interrupt) == ("wait", "paused", False)
     c.begin_turn(news())
-    for n, kw in ((news(paused=True), {}), (news(), {"paused": True})):
+    cases: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        (news(paused=True), {}),
+        (news(), {"paused": True}),
+    ]
+    for n, kw in cases:
         d = c.decide(n, now_ms=T0, **kw)
         assert (d.reason, d.interrupt) == ("paused", True)
         assert d.to_wire() == {"action": "wait", "reason": "paused", "interrupt": True}
@@ -252,7 +256,7 @@ def test_pending_delivery_waits() -> None:
 def test_unacknowledged_inbox_counts_failures_and_stops() -> None:
     """An ok turn that leaves its inbox unacknowledged is a failure; at the limit it stops."""
     c = WorkController()
-    t = T0
+    t: float = T0
     for i in range(3):
         n = news(pending=2, acknowledged=0)
         c.begin_turn(n)
@@ -381,7 +385,11 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.options = {"quiet_interval_ms": 30_000, "retry_base_ms": BASE, "max_failures": 3}
+        self.options: dict[str, Any] = {
+            "quiet_interval_ms": 30_000,
+            "retry_base_ms": BASE,
+            "max_failures": 3,
+        }
         self.c = WorkController(now_ms=T0, **self.options)
         self.now = T0
         self.running = False

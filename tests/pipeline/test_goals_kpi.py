@@ -160,7 +160,11 @@ def test_an_objective_without_a_usable_target_direction_or_cadence_is_refused() 
 
 def test_unplaceable_samples_are_not_measurements() -> None:
     """A sample without a finite value or a numeric atMs is skipped."""
-    samples = [{"value": None, "atMs": NOW}, {"value": 1, "atMs": "now"}, sample(2, NOW - DAY_MS)]
+    samples: list[dict[str, Any]] = [
+        {"value": None, "atMs": NOW},
+        {"value": 1, "atMs": "now"},
+        sample(2, NOW - DAY_MS),
+    ]
     assert gap_for(OBJ, samples, NOW).value == 2
 
 

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from contracts.goals import Objective
 from contracts.steward import ObjectiveOutcome, RunPlan, SampleRef
-from pipeline.goals.steward import candidate_dispatch_id, candidate_key, gap_dispatch_id, plan_run
+from pipeline.goals.dispatch_ids import candidate_dispatch_id, candidate_key, gap_dispatch_id
+from pipeline.goals.steward import plan_run
 
 DAY = 86_400_000
 WEEK = 7 * DAY

@@ -100,7 +100,9 @@ def test_a_comment_on_a_pull_request_observes_a_pull_request() -> None:
         ("issues", {"issue": {}}, "acme/atlas"),
     ],
 )
-def test_what_is_not_an_observation(event: str, body: dict, repository: str | None) -> None:
+def test_what_is_not_an_observation(
+    event: str, body: dict[str, Any], repository: str | None
+) -> None:
     assert issues.observation_of(event, body, repository=repository, received_at_ms=1) is None
 
 
@@ -138,7 +140,9 @@ def test_the_wire_observation_and_its_notes() -> None:
 
 
 def test_participants_in_id_order_with_roles_and_a_cursor() -> None:
-    members = {f"m{i:02d}": {"follower": True, "sinceMs": i} for i in range(22)}
+    members: dict[str, dict[str, Any]] = {
+        f"m{i:02d}": {"follower": True, "sinceMs": i} for i in range(22)
+    }
     members["a"] = {"contributor": True, "workState": "blocked", "blocker": "CI"}
     page, last = issues.participants("zed", members, after=None)
     assert len(page) == 20 and page[0]["id"] == "a" and last == page[-1]["id"]

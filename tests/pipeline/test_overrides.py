@@ -115,7 +115,7 @@ def test_an_overridden_gate_that_would_refuse_passes_and_says_so(
     """The overridden gate's check passes, says what it would have said, and judging goes on."""
     c = candidate(estMicros=500)
     assert admit(c, context).gate == gate  # refused without the override
-    verdict = admit(c, context, overridden=[gate])  # type: ignore[list-item]
+    verdict = admit(c, context, overridden=[gate])
     assert isinstance(verdict, OverriddenAdmission)
     assert verdict.admitted and verdict.gate is None
     assert [ch.gate for ch in verdict.checks] == list(GATES)
@@ -145,7 +145,7 @@ def test_an_override_never_passes_honesty() -> None:
 def test_overriding_another_gate_is_a_value_error(gate: str) -> None:
     """Only wip, trend and budget can be overridden; naming another is a ValueError."""
     with pytest.raises(ValueError, match=gate):
-        admit(candidate(), ctx(), overridden=[gate])  # type: ignore[list-item]
+        admit(candidate(), ctx(), overridden=[gate])  # type: ignore[list-item]  # any str, on purpose
 
 
 # --------------------------------------------------------------------------- plan_run
@@ -224,7 +224,7 @@ def test_used_and_foreign_overrides_are_ignored() -> None:
 
 def test_plan_run_with_overrides_is_deterministic() -> None:
     """The same inputs, overrides included, plan the same run."""
-    args = {"overrides": [override()], "policy": {"maxNewPerRun": 0}}
+    args: dict[str, Any] = {"overrides": [override()], "policy": {"maxNewPerRun": 0}}
     assert plan(objective(), **args) == plan(objective(), **args)
 
 
@@ -325,7 +325,7 @@ def test_a_candidate_last_refused_at_a_gate_no_override_passes_is_refused(gate: 
         member_ids=MEMBERS,
         rejected_titles=(),
         now_ms=NOW,
-        last_gates={candidate_key(TITLE): gate},  # type: ignore[dict-item]
+        last_gates={candidate_key(TITLE): gate},  # type: ignore[dict-item]  # a parametrized str
     )
     assert isinstance(refused, OverrideRefusal)
     assert (refused.status, refused.code, refused.field) == (409, "not_overridable", "candidate")
@@ -341,6 +341,6 @@ def test_a_candidate_last_refused_at_an_overridable_gate_is_accepted() -> None:
             member_ids=MEMBERS,
             rejected_titles=(),
             now_ms=NOW,
-            last_gates={candidate_key(TITLE): gate},  # type: ignore[dict-item]
+            last_gates={candidate_key(TITLE): gate},
         )
         assert not isinstance(made, OverrideRefusal), gate

@@ -30,7 +30,7 @@ def github_headers(body: bytes = BODY, secret: str = SECRET) -> dict[str, str]:
     }
 
 
-def test_slack_request_signed_as_slack_signs_is_verified():
+def test_slack_request_signed_as_slack_signs_is_verified() -> None:
     """A correctly signed, current Slack request passes; header names are case-insensitive."""
     assert verify_slack(slack_headers(), BODY, secret=SECRET, now_s=NOW) == Verified()
     lowered = {k.lower(): v for k, v in slack_headers().items()}
@@ -40,7 +40,7 @@ def test_slack_request_signed_as_slack_signs_is_verified():
 @pytest.mark.parametrize(
     ("offset", "ok"), [(299, True), (300, True), (301, False), (-299, True), (-301, False)]
 )
-def test_slack_timestamp_tolerance_is_five_minutes_either_way(offset: int, ok: bool):
+def test_slack_timestamp_tolerance_is_five_minutes_either_way(offset: int, ok: bool) -> None:
     """A timestamp more than 300 s from now, in either direction, is stale."""
     got = verify_slack(slack_headers(ts=NOW + offset), BODY, secret=SECRET, now_s=NOW)
     assert got.ok is ok
@@ -84,13 +84,13 @@ SIG = GOOD["X-Slack-Signature"]
 )
 def test_malformed_or_forged_slack_headers_are_refused_with_a_reason(
     headers: dict[str, str], reason: str
-):
+) -> None:
     """Each bad header is a refusal naming why, not an exception."""
     got = verify_slack(headers, BODY, secret=SECRET, now_s=NOW)
     assert isinstance(got, Refused) and got.reason == reason and got.detail
 
 
-def test_slack_signature_over_a_different_body_is_refused():
+def test_slack_signature_over_a_different_body_is_refused() -> None:
     """A signature over re-serialised JSON does not verify the raw body."""
     other = b'{"event_id": "Ev1", "type": "event_callback"}'
     got = verify_slack(slack_headers(body=other), BODY, secret=SECRET, now_s=NOW)
@@ -98,7 +98,7 @@ def test_slack_signature_over_a_different_body_is_refused():
 
 
 @pytest.mark.parametrize("secret", ["", "   ", None])
-def test_empty_secret_is_a_configuration_error(secret: str | None):
+def test_empty_secret_is_a_configuration_error(secret: str | None) -> None:
     """An empty signing secret is refused outright: it would check against nothing."""
     with pytest.raises(ValueError, match="empty"):
         verify_slack(GOOD, BODY, secret=secret, now_s=NOW)  # type: ignore[arg-type]
@@ -106,7 +106,7 @@ def test_empty_secret_is_a_configuration_error(secret: str | None):
         verify_github(github_headers(), BODY, secret=secret)  # type: ignore[arg-type]
 
 
-def test_github_sha256_signature_is_verified():
+def test_github_sha256_signature_is_verified() -> None:
     """A GitHub delivery signed with the webhook secret passes."""
     assert verify_github(github_headers(), BODY, secret=SECRET).ok
 
@@ -123,7 +123,7 @@ def test_github_sha256_signature_is_verified():
         (github_headers(secret="another-secret"), "bad_signature"),
     ],
 )
-def test_bad_github_signatures_are_refused(headers: dict[str, str], reason: str):
+def test_bad_github_signatures_are_refused(headers: dict[str, str], reason: str) -> None:
     """Missing, SHA-1-only, malformed or wrong signatures are refused with a reason."""
     got = verify_github(headers, BODY, secret=SECRET)
     assert isinstance(got, Refused) and got.reason == reason
@@ -143,7 +143,9 @@ def test_bad_github_signatures_are_refused(headers: dict[str, str], reason: str)
     ),
     st.binary(max_size=200),
 )
-def test_arbitrary_headers_never_raise_and_never_verify(headers: dict[str, str], body: bytes):
+def test_arbitrary_headers_never_raise_and_never_verify(
+    headers: dict[str, str], body: bytes
+) -> None:
     """Fuzzed headers and bodies are refused or (never, without the secret) verified, and no
     input raises."""
     assert not verify_slack(headers, body, secret=SECRET, now_s=NOW).ok

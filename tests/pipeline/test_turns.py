@@ -15,6 +15,7 @@ from contracts.controller import SeatRun, SessionRecord, TurnOutcome
 from contracts.org import ControllerOptions, Seat
 from pipeline.launches import iso
 from pipeline.turns import (
+    EscalationPlan,
     Observed,
     TurnNotActive,
     after_launch,
@@ -108,7 +109,7 @@ def test_the_streak_counts_identical_failures_and_escalates_at_three() -> None:
     """Identical signatures extend the streak; the third escalates (fresh); a different
     signature restarts it; a success clears streak and escalation."""
     run = SeatRun(seat_id="s")
-    plans = []
+    plans: list[EscalationPlan | None] = []
     for i in range(3):
         t = tick(run, at=T + i * 100_000)
         s = settle(started(t.run, T + i * 100_000), failed(), at=T + i * 100_000)
@@ -231,7 +232,7 @@ def test_every_launch_past_the_limit_escalates_again_not_fresh() -> None:
     the next report revision): the guardrails, not a second counter, keep it quiet."""
     opts = ControllerOptions(max_failures=10)
     run = SeatRun(seat_id="s")
-    plans = []
+    plans: list[EscalationPlan | None] = []
     for i in range(4):
         at = T + i * 100_000
         t = tick_seat(run, IDLE, options=opts, now_ms=at, rng=half, republish_after_ms=1)

@@ -30,7 +30,8 @@ REPO = "Codertocat/Hello-World"
 
 
 def real(name: str) -> dict[str, Any]:
-    return json.loads((REALWORLD / name).read_text())
+    body: dict[str, Any] = json.loads((REALWORLD / name).read_text())
+    return body
 
 
 def read(event: str, payload: dict[str, Any], repository: str = REPO) -> list[Any]:
@@ -81,7 +82,7 @@ def test_removals_other_repositories_and_other_events() -> None:
 
 
 def test_a_milestone_event_and_bad_payloads() -> None:
-    body = {
+    body: dict[str, Any] = {
         "action": "deleted",
         "repository": {"full_name": "acme/atlas"},
         "milestone": {
@@ -130,7 +131,7 @@ def test_labels_are_exact_deduplicated_and_bounded() -> None:
 
 
 def test_the_fingerprint_ignores_only_when_it_was_observed() -> None:
-    payload = {
+    payload: dict[str, Any] = {
         "repository": {"full_name": REPO},
         "issue": {"number": 5, "state": "open", "updated_at": "2026-01-02T03:04:05Z"},
     }
@@ -179,10 +180,12 @@ def test_a_page_is_20_items_or_24_kib_but_at_least_one() -> None:
     assert len(page) == 20 and more
     page, more = page_of(small[:20])
     assert len(page) == 20 and not more
-    big = [{"number": i, "title": "é" * 5000} for i in range(1, 6)]  # ~10 KB each
+    big: list[dict[str, Any]] = [
+        {"number": i, "title": "é" * 5000} for i in range(1, 6)
+    ]  # ~10 KB each
     page, more = page_of(big)
     assert len(page) == 2 and more and sum(size_of(p) for p in page) <= PAGE_BYTES
-    huge = [{"number": 1, "title": "x" * 30_000}, {"number": 2}]
+    huge: list[dict[str, Any]] = [{"number": 1, "title": "x" * 30_000}, {"number": 2}]
     page, more = page_of(huge)
     assert page == huge[:1] and more
     assert page_of([]) == ([], False)

@@ -48,7 +48,7 @@ def recorded(redis_client: redis.Redis) -> None:
     audit.record("run-2", [_entry(REVIEW, "r2")], now_ms=NOW)  # the same run, retried
 
 
-def test_an_empty_audit_reads_as_no_entries(client: TestClient):
+def test_an_empty_audit_reads_as_no_entries(client: TestClient) -> None:
     """With no steward run yet, the audit answers 200 with no entries."""
     resp = client.get(URL, headers=AUTH)
     assert resp.status_code == 200, resp.text
@@ -56,7 +56,7 @@ def test_an_empty_audit_reads_as_no_entries(client: TestClient):
 
 
 @pytest.mark.usefixtures("recorded")
-def test_all_entries_newest_first_each_run_once(client: TestClient):
+def test_all_entries_newest_first_each_run_once(client: TestClient) -> None:
     """Every objective's entries come newest first, a retried run's once, with run id and time."""
     body = client.get(URL, headers=AUTH).json()
     assert body["count"] == 3
@@ -67,7 +67,7 @@ def test_all_entries_newest_first_each_run_once(client: TestClient):
 
 
 @pytest.mark.usefixtures("recorded")
-def test_one_objective_and_a_limit(client: TestClient):
+def test_one_objective_and_a_limit(client: TestClient) -> None:
     """`objective` keeps that objective's entries and `limit` the newest of them."""
     body = client.get(URL, params={"objective": REVIEW, "limit": 1}, headers=AUTH).json()
     assert body["count"] == 1 and body["entries"][0]["entry"]["reason"] == "r2"
@@ -75,14 +75,14 @@ def test_one_objective_and_a_limit(client: TestClient):
     assert [e["entry"]["reason"] for e in other["entries"]] == ["i1"]
 
 
-def test_an_unknown_objective_is_a_404(client: TestClient):
+def test_an_unknown_objective_is_a_404(client: TestClient) -> None:
     """An objective the org file does not have answers 404 `unknown_objective`."""
     resp = client.get(URL, params={"objective": "nope"}, headers=AUTH)
     assert resp.status_code == 404 and resp.json()["error"] == "unknown_objective"
 
 
 @pytest.mark.parametrize("limit", ["0", "501", "ten"])
-def test_a_bad_limit_is_a_422_naming_it(client: TestClient, limit: str):
+def test_a_bad_limit_is_a_422_naming_it(client: TestClient, limit: str) -> None:
     """A limit outside 1..500, or not a number, answers 422 naming `limit`."""
     resp = client.get(URL, params={"limit": limit}, headers=AUTH)
     assert resp.status_code == 422
@@ -90,11 +90,11 @@ def test_a_bad_limit_is_a_422_naming_it(client: TestClient, limit: str):
 
 
 @pytest.mark.parametrize("limit", ["1", "500"])
-def test_the_limit_bounds_are_accepted(client: TestClient, limit: str):
+def test_the_limit_bounds_are_accepted(client: TestClient, limit: str) -> None:
     """The two edges of the limit's range are accepted."""
     assert client.get(URL, params={"limit": limit}, headers=AUTH).status_code == 200
 
 
-def test_without_the_token_the_audit_is_refused(client: TestClient):
+def test_without_the_token_the_audit_is_refused(client: TestClient) -> None:
     """The audit is behind the bearer token like the rest of /v1."""
     assert client.get(URL).status_code == 401

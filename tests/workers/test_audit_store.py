@@ -19,7 +19,7 @@ def _entry(objective: str, reason: str, **fields: object) -> AuditEntry:
     )
 
 
-def test_a_run_is_written_to_its_objective_and_the_global_stream(redis_client: redis.Redis):
+def test_a_run_is_written_to_its_objective_and_the_global_stream(redis_client: redis.Redis) -> None:
     """Each entry lands once in its objective's stream and once in the global stream."""
     audit = StewardAudit(redis_client)
     entries = [_entry("a", "one", admitted=True), _entry("b", "two", gate="budget")]
@@ -31,7 +31,7 @@ def test_a_run_is_written_to_its_objective_and_the_global_stream(redis_client: r
     assert only_b.run_id == "run-1" and only_b.at_ms == NOW and only_b.entry == entries[1]
 
 
-def test_a_run_recorded_twice_is_written_once(redis_client: redis.Redis):
+def test_a_run_recorded_twice_is_written_once(redis_client: redis.Redis) -> None:
     """The same run id again, as after a crash, writes nothing and answers 0."""
     audit = StewardAudit(redis_client)
     entries = [_entry("a", "one")]
@@ -41,7 +41,7 @@ def test_a_run_recorded_twice_is_written_once(redis_client: redis.Redis):
     assert redis_client.zscore(RUNS, "run-1") == NOW
 
 
-def test_reads_are_newest_first_and_limited(redis_client: redis.Redis):
+def test_reads_are_newest_first_and_limited(redis_client: redis.Redis) -> None:
     """Entries of later runs come first, and `limit` caps how many come back."""
     audit = StewardAudit(redis_client)
     for i in range(3):
@@ -52,7 +52,9 @@ def test_reads_are_newest_first_and_limited(redis_client: redis.Redis):
 
 
 @pytest.mark.parametrize(("run_id", "objective"), [("", "a"), ("run-1", ":runs")])
-def test_a_refused_run_writes_nothing(redis_client: redis.Redis, run_id: str, objective: str):
+def test_a_refused_run_writes_nothing(
+    redis_client: redis.Redis, run_id: str, objective: str
+) -> None:
     """An empty run id or an objective key that could name the marker is refused, no key left."""
     audit = StewardAudit(redis_client)
     with pytest.raises(ValueError):
@@ -60,7 +62,7 @@ def test_a_refused_run_writes_nothing(redis_client: redis.Redis, run_id: str, ob
     assert list(redis_client.scan_iter(match=f"{keys.STEWARD_AUDIT}*")) == []
 
 
-def test_the_last_gap_decision_of_each_objective_is_one_read(redis_client: redis.Redis):
+def test_the_last_gap_decision_of_each_objective_is_one_read(redis_client: redis.Redis) -> None:
     """`last_decisions` answers each objective's latest gap decision (candidates are not
     decisions), and nothing for an objective never run."""
     audit = StewardAudit(redis_client)

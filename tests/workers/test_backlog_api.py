@@ -56,7 +56,7 @@ def _snapshot(r: redis.Redis) -> dict[bytes, Any]:
     return {k: r.dump(k) for k in sorted(r.scan_iter(match="sw:backlog*"))}
 
 
-def test_the_seat_reads_its_open_items_and_revision(client: TestClient, backlog: Backlog):
+def test_the_seat_reads_its_open_items_and_revision(client: TestClient, backlog: Backlog) -> None:
     """GET lists the open items oldest first with the revision (one per item added)."""
     resp = client.get(URL, headers=AUTH)
     assert resp.status_code == 200, resp.text
@@ -65,12 +65,12 @@ def test_the_seat_reads_its_open_items_and_revision(client: TestClient, backlog:
     assert body["items"][0]["state"] == "open" and body["items"][0]["seatId"] == "scout"
 
 
-def test_an_empty_backlog_reads_as_no_items_at_revision_zero(client: TestClient):
+def test_an_empty_backlog_reads_as_no_items_at_revision_zero(client: TestClient) -> None:
     """A seat with nothing dispatched gets no items and revision 0."""
     assert client.get(URL, headers=AUTH).json() == {"items": [], "count": 0, "revision": 0}
 
 
-def test_an_item_is_closed_once(client: TestClient, backlog: Backlog):
+def test_an_item_is_closed_once(client: TestClient, backlog: Backlog) -> None:
     """The first POST .../done answers `done` by the seat; the second `already_done` with the
     same close; the item then shows under `done`, not `open`, and the revision holds."""
     first = client.post(f"{URL}/stw_a/done", headers=AUTH)
@@ -88,7 +88,7 @@ def test_an_item_is_closed_once(client: TestClient, backlog: Backlog):
 
 def test_an_unknown_item_is_a_404_that_writes_nothing(
     client: TestClient, backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """Closing an id not on the seat's backlog answers 404 `unknown_item`; Redis is unchanged."""
     before = _snapshot(redis_client)
     resp = client.post(f"{URL}/stw_zzz/done", headers=AUTH)
@@ -102,7 +102,7 @@ def test_an_unknown_item_is_a_404_that_writes_nothing(
 )
 def test_an_unknown_seat_is_a_403_that_writes_nothing(
     client: TestClient, redis_client: redis.Redis, method: str, path: str
-):
+) -> None:
     """A seat that is not in the org is no seat a token is valid for: 403 `wrong_seat`, and
     no backlog key appears."""
     resp = client.request(method, path, headers=as_seat("scout"))
@@ -110,7 +110,7 @@ def test_an_unknown_seat_is_a_403_that_writes_nothing(
     assert _snapshot(redis_client) == {}
 
 
-def test_a_bad_state_or_no_token_is_refused(client: TestClient, backlog: Backlog):
+def test_a_bad_state_or_no_token_is_refused(client: TestClient, backlog: Backlog) -> None:
     """`state=closed` is a 422 and a request without the bearer token a 401."""
     assert client.get(URL, params={"state": "closed"}, headers=AUTH).status_code == 422
     assert client.get(URL).status_code == 401

@@ -88,7 +88,7 @@ def _snapshot(r: redis.Redis) -> dict[bytes, Any]:
     return {k: r.dump(k) for k in sorted(r.scan_iter(match="sw:*"))}
 
 
-def test_a_contributor_takes_an_unclaimed_item(client: TestClient, backlog: Backlog):
+def test_a_contributor_takes_an_unclaimed_item(client: TestClient, backlog: Backlog) -> None:
     """The contributor's POST is 200 `taken` with the claim, found by the item id alone
     (the steward never took it), owned by the seat whose backlog holds it."""
     resp = client.post(_url("tally"), headers=AUTH)
@@ -101,7 +101,7 @@ def test_a_contributor_takes_an_unclaimed_item(client: TestClient, backlog: Back
 
 def test_the_holder_renews_and_another_is_held_until_it_lapses(
     client: TestClient, backlog: Backlog, clock: Clock, redis_client: redis.Redis
-):
+) -> None:
     """After the steward's take, the holder's POST renews; the contributor's is 409
     `claim_held` naming the holder and untilMs (nothing written) until the lease lapses, then
     a takeover; GET shows the new holder and a history naming the previous one."""
@@ -129,7 +129,7 @@ def test_the_holder_renews_and_another_is_held_until_it_lapses(
 
 def test_the_holder_releases_and_another_seat_cannot(
     client: TestClient, backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """DELETE by a seat that does not hold the claim is 409 `not_holder` (nothing written);
     by the holder 200 `released`, after which GET shows nobody holding it."""
     client.post(_url("tally"), headers=AUTH)
@@ -147,7 +147,7 @@ def test_the_holder_releases_and_another_seat_cannot(
 
 def test_closing_the_item_releases_its_claim(
     client: TestClient, backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """Closing a claimed item (`.../backlog/{item}/done`) releases whoever holds the claim,
     and the closed item can no longer be claimed (409 `item_done`, nothing written)."""
     client.post(_url("tally"), headers=AUTH)
@@ -186,7 +186,7 @@ def test_every_refusal_writes_nothing(
     item: str,
     status: int,
     error: str,
-):
+) -> None:
     """An unknown seat is 403 (no token is valid for it), an unknown item 404, an item with
     no claim 409 `not_claimable`, a seat neither holder nor contributor 403
     `not_a_collaborator`; Redis is unchanged by each."""
@@ -198,7 +198,9 @@ def test_every_refusal_writes_nothing(
     assert _snapshot(redis_client) == before
 
 
-def test_no_token_is_refused(client: TestClient, backlog: Backlog, redis_client: redis.Redis):
+def test_no_token_is_refused(
+    client: TestClient, backlog: Backlog, redis_client: redis.Redis
+) -> None:
     """Every claims route needs the bearer token (401), and nothing is written."""
     before = _snapshot(redis_client)
     for method in ("get", "post", "delete"):

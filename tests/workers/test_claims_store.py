@@ -54,7 +54,7 @@ def _claim_keys(r: redis.Redis) -> dict[bytes, Any]:
     return {k: r.dump(k) for k in sorted(r.scan_iter(match="sw:claim*"))}
 
 
-def test_an_unclaimed_item_is_taken(claims: Claims):
+def test_an_unclaimed_item_is_taken(claims: Claims) -> None:
     """The first take is `taken`: the caller holds it from now until now + lease, and the
     history records the take."""
     result = _take(claims, OWNER, T0)
@@ -74,7 +74,7 @@ def test_an_unclaimed_item_is_taken(claims: Claims):
     )
 
 
-def test_the_holder_taking_again_renews_and_never_shortens(claims: Claims):
+def test_the_holder_taking_again_renews_and_never_shortens(claims: Claims) -> None:
     """The holder's second take (the steward's rerun) is `renewed`: `sinceMs` stays, the lease
     is extended; a renewal with an earlier clock keeps the later end."""
     _take(claims, OWNER, T0)
@@ -86,7 +86,9 @@ def test_the_holder_taking_again_renews_and_never_shortens(claims: Claims):
     assert [e.event for e in claims.history(ITEM)] == ["taken", "renewed", "renewed"]
 
 
-def test_another_seat_is_held_off_and_nothing_is_written(claims: Claims, redis_client: redis.Redis):
+def test_another_seat_is_held_off_and_nothing_is_written(
+    claims: Claims, redis_client: redis.Redis
+) -> None:
     """While the holder's lease is live, another seat's take is `held`, naming the holder
     and when the lease ends, and the claim's keys are byte-for-byte unchanged."""
     _take(claims, OWNER, T0)
@@ -97,7 +99,7 @@ def test_another_seat_is_held_off_and_nothing_is_written(claims: Claims, redis_c
     assert _claim_keys(redis_client) == before
 
 
-def test_a_lapsed_lease_is_taken_over_and_the_takeover_recorded(claims: Claims):
+def test_a_lapsed_lease_is_taken_over_and_the_takeover_recorded(claims: Claims) -> None:
     """At `untilMs` the lease has lapsed: another seat's take is `takeover`, it holds the
     claim from now, and the history names it and the previous holder."""
     _take(claims, OWNER, T0)
@@ -116,13 +118,13 @@ def test_a_lapsed_lease_is_taken_over_and_the_takeover_recorded(claims: Claims):
     assert _take(claims, OWNER, T0 + LEASE + 1).status == "held"
 
 
-def test_a_lapsed_holder_nobody_took_over_from_renews(claims: Claims):
+def test_a_lapsed_holder_nobody_took_over_from_renews(claims: Claims) -> None:
     """A lapsed lease is not cleared by time: its holder taking again is `renewed`."""
     _take(claims, OWNER, T0)
     assert _take(claims, OWNER, T0 + 5 * LEASE).status == "renewed"
 
 
-def test_release_by_the_holder_only(claims: Claims, redis_client: redis.Redis):
+def test_release_by_the_holder_only(claims: Claims, redis_client: redis.Redis) -> None:
     """Another seat's release is `not_holder` and writes nothing; the holder's is `released`
     (recorded); then `none`, and the next take is a fresh `taken` with the owner kept."""
     _take(claims, OWNER, T0)
@@ -144,7 +146,7 @@ def test_release_by_the_holder_only(claims: Claims, redis_client: redis.Redis):
     assert _take(claims, "tally", T0 + 4).status == "taken"
 
 
-def test_a_close_releases_whoever_holds_it(claims: Claims):
+def test_a_close_releases_whoever_holds_it(claims: Claims) -> None:
     """`close` releases the holder whoever closes the item, and the history names both."""
     _take(claims, "tally", T0)
     assert claims.close(ITEM, by=OWNER, now_ms=T0 + 1) == "released"
@@ -155,7 +157,7 @@ def test_a_close_releases_whoever_holds_it(claims: Claims):
 
 def test_an_item_not_open_is_not_claimed(
     claims: Claims, backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """A take of an item not on the owner's backlog, or closed, is `not_open` and writes
     nothing: a steward rerun cannot revive a closed item's claim."""
     assert _take(claims, OWNER, T0, item_id="stw_nowhere").status == "not_open"
@@ -167,7 +169,7 @@ def test_an_item_not_open_is_not_claimed(
 
 def test_the_keys_expire_after_the_lease_and_the_history_is_capped(
     claims: Claims, redis_client: redis.Redis
-):
+) -> None:
     """Both keys carry a TTL of the lease plus the retention (30 days), kept after a
     release; the history never exceeds `HISTORY_CAP` entries."""
     _take(claims, OWNER, T0)
@@ -183,7 +185,7 @@ def test_the_keys_expire_after_the_lease_and_the_history_is_capped(
     assert len(claims.history(ITEM)) == HISTORY_CAP
 
 
-def test_many_concurrent_takers_never_both_hold_it(claims: Claims, redis_url: str):
+def test_many_concurrent_takers_never_both_hold_it(claims: Claims, redis_url: str) -> None:
     """Given 16 seats taking at once in each of 6 lease periods (each period starting when the
     last lapses), then exactly one holds the claim per period and every other is `held`
     naming that one; the history has one entry per period."""

@@ -24,6 +24,7 @@ from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
 from workers.ingress.app import create_ingress
+from workers.settings import Settings
 from workers.stages.steward_run import StewardRun
 from workers.stores import keys
 from workers.stores.backlog import Backlog
@@ -85,7 +86,7 @@ def built(
 ) -> Iterator[tuple[TestClient, Container]]:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url,
         api_token=TOKEN,
         org_file=org,
@@ -146,7 +147,7 @@ def _snapshot(r: redis.Redis) -> dict[bytes, Any]:
     }
 
 
-def test_an_item_naming_an_issue_claims_the_issue(client: TestClient, backlog: Backlog):
+def test_an_item_naming_an_issue_claims_the_issue(client: TestClient, backlog: Backlog) -> None:
     """A collaborator's take of the item is the issue's owner at a new generation, with its
     lease, in get_issue_coordination; the item's claim names the subject and generation;
     coordinate_issue `claim` by another seat is refused naming that owner."""
@@ -168,7 +169,7 @@ def test_an_item_naming_an_issue_claims_the_issue(client: TestClient, backlog: B
 
 def test_an_issue_claimed_first_holds_the_item_off(
     client: TestClient, backlog: Backlog, redis_client: redis.Redis, clock: Clock
-):
+) -> None:
     """A seat that claimed the issue with coordinate_issue owns it for good: the item's
     take by a collaborator is 409 `claim_held` naming it, with no untilMs (it never lapses),
     even long after, and writes nothing; its owner's own take keeps the claim standing."""
@@ -195,7 +196,7 @@ def test_an_issue_claimed_first_holds_the_item_off(
 
 def test_a_lapsed_lease_is_taken_over_by_a_collaborator_only(
     client: TestClient, backlog: Backlog, clock: Clock
-):
+) -> None:
     """Once the steward seat's lease lapses, coordinate_issue `claim` is still refused (it
     knows no collaborators); the item's collaborator takes it over, recorded with the
     previous owner, at a new generation the issue shows."""
@@ -218,7 +219,7 @@ def test_a_lapsed_lease_is_taken_over_by_a_collaborator_only(
 
 def test_a_lease_released_through_either_door(
     client: TestClient, backlog: Backlog, built: tuple[TestClient, Container]
-):
+) -> None:
     """The lease's owner may release it with coordinate_issue (at the current generation) or
     with DELETE; either way the other door sees nobody, and the issue log holds a receipt
     of every change, whichever door made it."""
@@ -243,7 +244,7 @@ def test_a_lease_released_through_either_door(
 
 def test_a_close_releases_only_the_items_own_lease(
     client: TestClient, backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """Closing an item releases the lease it took; a standing issue claim, or the lease
     another item took on the same issue, stays (nothing written)."""
     _act(client, "jo", "claim", "c1")
@@ -263,7 +264,7 @@ def test_a_close_releases_only_the_items_own_lease(
     assert _look(client)["owner"] is None
 
 
-def test_the_steward_dispatch_claims_the_issue(built: tuple[TestClient, Container]):
+def test_the_steward_dispatch_claims_the_issue(built: tuple[TestClient, Container]) -> None:
     """The steward's COLLABORATE dispatch of a candidate naming an issue makes the steward
     seat the issue's owner (with its lease); its rerun renews; with the issue claimed by
     another seat first, the dispatch's claim is `held` and the issue keeps its owner."""
@@ -312,7 +313,7 @@ def test_the_steward_dispatch_claims_the_issue(built: tuple[TestClient, Containe
 
 def test_seats_racing_through_both_doors_leave_one_owner(
     backlog: Backlog, redis_client: redis.Redis, redis_url: str
-):
+) -> None:
     """Given 8 seats claiming issue #7 with coordinate_issue and 8 taking the item naming it,
     all at once, exactly one owns the issue and every other is refused naming that one."""
     seats = [f"seat{i}" for i in range(16)]
@@ -353,7 +354,7 @@ def test_seats_racing_through_both_doors_leave_one_owner(
 
 def test_a_claim_stored_before_the_doors_were_one_is_read_and_renamed(
     backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """An item claim written with the old `holder` field is its owner: another seat is held
     off, its holder renews, and the write names it `owner`."""
     redis_client.hset(
@@ -374,7 +375,7 @@ def test_a_claim_stored_before_the_doors_were_one_is_read_and_renamed(
 
 def test_the_claims_routes_fence_on_an_optional_generation(
     client: TestClient, backlog: Backlog, redis_client: redis.Redis
-):
+) -> None:
     """`?expectedGeneration=` on POST and DELETE: a stale one is 409 `stale_generation`
     naming the current generation and writes nothing; the current one goes through; a bad
     one is a 4xx naming the field; leaving it out works as before."""

@@ -19,7 +19,7 @@ from workers.settings import Settings
 runner = CliRunner()
 
 
-def test_demo_runs_every_case_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_demo_runs_every_case_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`seatwire demo` with no configuration ends every scenario case as expected, with the
     outbox holding exactly the engaged asks (exit code 0)."""
     monkeypatch.chdir(tmp_path)
@@ -61,7 +61,7 @@ def test_demo_runs_every_case_embedded(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_the_demo_exits_non_zero_when_a_controller_case_ends_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """A relay seat whose launcher works never escalates: the case ends otherwise and the
     demo says so and fails."""
     from workers import controller_demo
@@ -75,7 +75,7 @@ def test_the_demo_exits_non_zero_when_a_controller_case_ends_otherwise(
 
 def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """With the trial-activation sample measured (not an `llm` estimate) the honesty gate
     lets its candidate through, the case ends differently, and the demo says so and fails."""
     from workers import steward_demo
@@ -96,7 +96,7 @@ def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(
     assert "rejected at nothing, 1 dispatched" in text and "UNEXPECTED" in text
 
 
-def test_schema_prints_every_contract():
+def test_schema_prints_every_contract() -> None:
     """`seatwire schema` prints the JSON Schema of each contract, camelCase on the wire."""
     result = runner.invoke(cli, ["schema"])
     assert result.exit_code == 0, result.output
@@ -115,7 +115,7 @@ def test_schema_prints_every_contract():
     assert schemas["WorkReport"]["additionalProperties"] is False
 
 
-def test_worker_refuses_to_start_embedded(monkeypatch: pytest.MonkeyPatch):
+def test_worker_refuses_to_start_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A separate worker without a shared broker is refused with the reason."""
     monkeypatch.delenv("SEATWIRE_REDIS_URL", raising=False)
     monkeypatch.delenv("SEATWIRE_BROKER_URL", raising=False)
@@ -123,7 +123,7 @@ def test_worker_refuses_to_start_embedded(monkeypatch: pytest.MonkeyPatch):
     assert result.exit_code == 2 and "SEATWIRE_REDIS_URL" in result.output
 
 
-def test_real_redis_without_token_is_refused(monkeypatch: pytest.MonkeyPatch):
+def test_real_redis_without_token_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pointing at a real Redis without an API token is a configuration error at start."""
     monkeypatch.setenv("SEATWIRE_REDIS_URL", "redis://127.0.0.1:6379/13")
     monkeypatch.delenv("SEATWIRE_API_TOKEN", raising=False)
@@ -131,7 +131,7 @@ def test_real_redis_without_token_is_refused(monkeypatch: pytest.MonkeyPatch):
     assert result.exit_code == 2 and "SEATWIRE_API_TOKEN" in result.output
 
 
-def test_unknown_queue_is_refused(monkeypatch: pytest.MonkeyPatch):
+def test_unknown_queue_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker asked for a queue that does not exist says which ones do."""
     monkeypatch.setenv("SEATWIRE_REDIS_URL", "redis://127.0.0.1:6379/13")
     monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
@@ -139,7 +139,7 @@ def test_unknown_queue_is_refused(monkeypatch: pytest.MonkeyPatch):
     assert result.exit_code == 2 and "engagment" in result.output
 
 
-def test_bad_org_file_names_the_field(tmp_path: Path):
+def test_bad_org_file_names_the_field(tmp_path: Path) -> None:
     """An invalid org file is refused at load with the path of the wrong field."""
     bad = tmp_path / "org.yaml"
     bad.write_text("members:\n  - {id: ava, status: active}\n  - {displayName: nobody}\n")
@@ -156,7 +156,7 @@ def test_bad_org_file_names_the_field(tmp_path: Path):
         load_org(bad)
 
 
-def test_visibility_timeout_must_exceed_task_and_retry_time():
+def test_visibility_timeout_must_exceed_task_and_retry_time() -> None:
     """A visibility timeout the broker would redeliver running tasks under is refused."""
     with pytest.raises(ConfigError, match="visibility_timeout"):
         Settings(visibility_timeout_s=300).check()
@@ -177,7 +177,7 @@ def test_visibility_timeout_must_exceed_task_and_retry_time():
 )
 def test_bad_outbound_configuration_is_refused_at_start(
     monkeypatch: pytest.MonkeyPatch, redis_url: str, env: dict[str, str], said: str
-):
+) -> None:
     monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
     monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
     for name in ("SEATWIRE_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN", "SEATWIRE_WEBHOOK_URL"):
@@ -190,7 +190,7 @@ def test_bad_outbound_configuration_is_refused_at_start(
 
 def test_a_slack_api_nobody_answers_at_is_refused_before_the_first_ask(
     monkeypatch: pytest.MonkeyPatch, redis_url: str
-):
+) -> None:
     from workers.embedded import free_port
 
     monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
@@ -204,7 +204,7 @@ def test_a_slack_api_nobody_answers_at_is_refused_before_the_first_ask(
 
 def test_a_wrong_slack_token_is_refused_before_the_first_ask(
     monkeypatch: pytest.MonkeyPatch, redis_url: str
-):
+) -> None:
     from tests.fake_slack import FakeSlack
 
     with FakeSlack() as slack:

@@ -20,6 +20,7 @@ from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
 from workers.queues import Task
+from workers.settings import Settings
 from workers.stages import controller_tick, report_intake
 from workers.stages.controller_tick import ControllerTick
 from workers.stages.turns import Turns
@@ -52,7 +53,9 @@ class Published:
     def __init__(self) -> None:
         self.messages: list[tuple[str, str, dict[str, Any]]] = []
 
-    def __call__(self, app: Celery, task: Task, tracking: str, message: dict[str, Any], **_: Any):
+    def __call__(
+        self, app: Celery, task: Task, tracking: str, message: dict[str, Any], **_: Any
+    ) -> None:
         self.messages.append((task.value, tracking, message))
 
     def of(self, task: Task) -> list[dict[str, Any]]:
@@ -70,7 +73,7 @@ def published(monkeypatch: pytest.MonkeyPatch) -> Published:
 def make(redis_client: redis.Redis, redis_url: str, tmp_path: Path, text: str) -> Container:
     org = tmp_path / "org.yaml"
     org.write_text(text)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token="t", org_file=org, outbox_path=tmp_path / "o.jsonl"
     )
     c = bootstrap.build_container(settings, client=redis_client)
@@ -132,7 +135,7 @@ def only_scout(published: Published) -> None:
     ]
 
 
-def test_a_directed_event_leads_to_exactly_one_turn(noop: Container, published: Published):
+def test_a_directed_event_leads_to_exactly_one_turn(noop: Container, published: Published) -> None:
     """First tick runs each seat's first turn; after it, a directed event is one more turn
     (reason notices), a second tick while it is queued begins nothing, and a quiet seat idles."""
     tick(noop, NOW)
@@ -158,7 +161,7 @@ def test_a_directed_event_leads_to_exactly_one_turn(noop: Container, published: 
     assert noop.seat_runs.get("quiet").run.last_decision.reason == "idle"  # type: ignore[union-attr]
 
 
-def test_a_turn_message_twice_starts_one_turn(noop: Container, published: Published):
+def test_a_turn_message_twice_starts_one_turn(noop: Container, published: Published) -> None:
     """A copy of a turn's message (redelivery, republish) starts nothing."""
     tick(noop, NOW)
     messages = list(published.messages)
@@ -169,7 +172,7 @@ def test_a_turn_message_twice_starts_one_turn(noop: Container, published: Publis
 
 def test_an_inbox_the_seat_never_acknowledges_stops_it_and_asks_its_operator(
     noop: Container, published: Published
-):
+) -> None:
     """A noop seat's turns end with its directed item unacknowledged: each counts as a
     failure, and at the limit the seat stops (`unacknowledged_inbox`) and its operator is
     asked, once."""
@@ -191,7 +194,9 @@ def test_an_inbox_the_seat_never_acknowledges_stops_it_and_asks_its_operator(
     assert ask["report"]["commitment"]["toMemberId"] == "ava"
 
 
-def test_a_queued_turn_nobody_started_is_published_again(noop: Container, published: Published):
+def test_a_queued_turn_nobody_started_is_published_again(
+    noop: Container, published: Published
+) -> None:
     """A crash between the tick's write and its publish loses nothing: the turn is published
     again once `turn_republish_after_ms` passed, under the same turn id."""
     tick(noop, NOW)
@@ -203,7 +208,9 @@ def test_a_queued_turn_nobody_started_is_published_again(noop: Container, publis
     assert {m["turnId"] for m in published.of(Task.TURN)} == first
 
 
-def test_a_running_turn_whose_lease_ran_out_is_settled_failed(noop: Container, published):
+def test_a_running_turn_whose_lease_ran_out_is_settled_failed(
+    noop: Container, published: Published
+) -> None:
     """A worker that died mid-turn: the next tick past its lease records it failed
     (`turn:lost`) and the controller retries after its backoff."""
     tick(noop, NOW)
@@ -241,7 +248,7 @@ def fail_turns(c: Container, published: Published, t: int, n: int) -> int:
 
 def test_the_named_fault_rotates_the_session_at_once(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
-):
+) -> None:
     """A resume that prints "No conversation found with session ID" and exits 1 is rotated to
     a fresh session at once, proven, even with the hour's rotation budget spent."""
     body = (
@@ -277,7 +284,7 @@ def test_the_named_fault_rotates_the_session_at_once(
 
 def test_three_identical_failures_escalate_once_and_a_success_clears_it(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
-):
+) -> None:
     """Three identical failures: exactly one escalation ask, to the operator, whose first
     sentence is the verdict; the seat stops; run-now and a success clear it."""
     flag = tmp_path / "fixed"
@@ -313,7 +320,7 @@ def test_three_identical_failures_escalate_once_and_a_success_clears_it(
 
 def test_no_operator_no_supervisor_is_unroutable(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
-):
+) -> None:
     """An escalation with nobody to ask is an `unroutable` ledger row, never silence."""
     text = org_text(
         '{kind: http, url: "http://127.0.0.1:9/turn", timeoutS: 0.5}', operator="aliases: [s]"
@@ -333,7 +340,7 @@ def test_no_operator_no_supervisor_is_unroutable(
 
 def test_a_pause_interrupts_a_running_command_turn(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
-):
+) -> None:
     """A pause while a command turn runs: the tick asks for the interrupt, the launcher ends
     the process group within about a second, the outcome is `interrupted` (no failure), and
     after resume the seat runs again (still its `first` turn: an interrupted turn was not an
@@ -373,7 +380,7 @@ def test_a_pause_interrupts_a_running_command_turn(
 
 def test_a_claude_turns_usage_and_cost_reach_the_outcome_and_the_spend(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
-):
+) -> None:
     """A command turn's stream-json result: session id, model, usage and cost in the outcome;
     the cost a frame of the seat's (spend under `costEnforcement: on`); permission denials
     counted by tool name only, the tool's input never kept."""

@@ -48,7 +48,7 @@ def _cost_keys(r: redis.Redis) -> list[bytes]:
     return list(r.scan_iter(match="sw:cost*"))
 
 
-def test_a_frame_is_recorded_with_its_charge(client: TestClient):
+def test_a_frame_is_recorded_with_its_charge(client: TestClient) -> None:
     """A frame under `on` answers 201 `recorded` with its cost as the charge."""
     resp = client.post(URL, json=_frame(costMicros="1500", turnId="t1"), headers=AUTH)
     assert resp.status_code == 201, resp.text
@@ -57,7 +57,7 @@ def test_a_frame_is_recorded_with_its_charge(client: TestClient):
     assert body["chargeMicros"] == 1500 and body["frame"]["costMicros"] == 1500
 
 
-def test_the_same_frame_again_is_a_duplicate(client: TestClient):
+def test_the_same_frame_again_is_a_duplicate(client: TestClient) -> None:
     """Posting an identical frame without a turnId again answers 200 `duplicate`, one frame."""
     first = client.post(URL, json=_frame(), headers=AUTH).json()
     again = client.post(URL, json=_frame(costMicros="1500"), headers=AUTH)
@@ -66,7 +66,7 @@ def test_the_same_frame_again_is_a_duplicate(client: TestClient):
     assert len(client.get(URL, headers=AUTH).json()["frames"]) == 1
 
 
-def test_a_turn_id_with_other_content_is_a_conflict(client: TestClient):
+def test_a_turn_id_with_other_content_is_a_conflict(client: TestClient) -> None:
     """The same turnId with another cost answers 409 and keeps the first frame."""
     client.post(URL, json=_frame(turnId="t1"), headers=AUTH)
     resp = client.post(URL, json=_frame(turnId="t1", costMicros=9), headers=AUTH)
@@ -74,7 +74,7 @@ def test_a_turn_id_with_other_content_is_a_conflict(client: TestClient):
     assert client.get(URL, headers=AUTH).json()["spendMicros"] == 1500
 
 
-def test_an_unknown_enforcement_is_recorded_as_null_and_never_charged(client: TestClient):
+def test_an_unknown_enforcement_is_recorded_as_null_and_never_charged(client: TestClient) -> None:
     """`enforcement: "ON"` reads as null: recorded, charge 0, no spend."""
     resp = client.post(URL, json=_frame(enforcement="ON"), headers=AUTH)
     assert resp.status_code == 201
@@ -82,7 +82,7 @@ def test_an_unknown_enforcement_is_recorded_as_null_and_never_charged(client: Te
     assert client.get(URL, headers=AUTH).json()["spendMicros"] == 0
 
 
-def test_a_shadow_cost_is_never_a_charge(client: TestClient):
+def test_a_shadow_cost_is_never_a_charge(client: TestClient) -> None:
     """A shadow frame charges nothing, and its shadow cost shows only as `shadowMicros`."""
     shadow = _frame(enforcement="shadow", costMicros=None, shadowCostMicros="4000")
     assert client.post(URL, json=shadow, headers=AUTH).json()["chargeMicros"] == 0
@@ -108,7 +108,7 @@ def test_a_shadow_cost_is_never_a_charge(client: TestClient):
 )
 def test_bad_money_is_refused_naming_the_field(
     client: TestClient, redis_client: redis.Redis, field: str, value: object
-):
+) -> None:
     """A float, bool, non-integer string or negative amount is a 422 naming the field."""
     resp = client.post(URL, json=_frame(**{field: value}), headers=AUTH)
     assert resp.status_code == 422, resp.text
@@ -129,7 +129,7 @@ def test_bad_money_is_refused_naming_the_field(
 )
 def test_every_refusal_writes_nothing(
     client: TestClient, redis_client: redis.Redis, kwargs: dict[str, Any], status: int
-):
+) -> None:
     """Bad JSON, a wrong content type, an oversize body, another seat or a frame older than
     retention is refused and leaves no cost key."""
     headers = {**AUTH, **kwargs.pop("headers", {})}
@@ -138,7 +138,9 @@ def test_every_refusal_writes_nothing(
     assert _cost_keys(redis_client) == []
 
 
-def test_an_unknown_seat_is_403_and_writes_nothing(client: TestClient, redis_client: redis.Redis):
+def test_an_unknown_seat_is_403_and_writes_nothing(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """A seat the org does not know is no seat a token is valid for: 403 on write and read,
     and nothing is written."""
     scout = as_seat("scout")
@@ -147,13 +149,13 @@ def test_an_unknown_seat_is_403_and_writes_nothing(client: TestClient, redis_cli
     assert _cost_keys(redis_client) == []
 
 
-def test_no_token_is_401(client: TestClient, redis_client: redis.Redis):
+def test_no_token_is_401(client: TestClient, redis_client: redis.Redis) -> None:
     """Without the bearer token the write is 401 and writes nothing."""
     assert client.post(URL, json=_frame()).status_code == 401
     assert _cost_keys(redis_client) == []
 
 
-def test_the_read_filters_by_objective_and_window(client: TestClient):
+def test_the_read_filters_by_objective_and_window(client: TestClient) -> None:
     """The read lists frames newest first and sums the objective's charges in the window."""
     for i, (objective, enforcement) in enumerate(
         [("activation", "on"), ("activation", "off"), ("retention", "on"), ("activation", "on")]
@@ -163,13 +165,18 @@ def test_the_read_filters_by_objective_and_window(client: TestClient):
     every = client.get(URL, headers=AUTH).json()
     assert [f["turnId"] for f in every["frames"]] == ["t3", "t2", "t1", "t0"]
     assert every["spendMicros"] == 4500
-    params = {"objective": "activation", "sinceMs": NOW + 1, "untilMs": NOW + 4, "limit": 1}
+    params: dict[str, str | int] = {
+        "objective": "activation",
+        "sinceMs": NOW + 1,
+        "untilMs": NOW + 4,
+        "limit": 1,
+    }
     one = client.get(URL, params=params, headers=AUTH).json()
     assert [f["turnId"] for f in one["frames"]] == ["t3"]
     assert one["spendMicros"] == 1500 and one["shadowMicros"] == 0
 
 
-def test_a_window_ending_before_it_starts_is_refused(client: TestClient):
+def test_a_window_ending_before_it_starts_is_refused(client: TestClient) -> None:
     """`untilMs` before `sinceMs` is a 422 naming untilMs."""
     resp = client.get(URL, params={"sinceMs": 10, "untilMs": 5}, headers=AUTH)
     assert resp.status_code == 422

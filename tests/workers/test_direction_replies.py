@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -113,7 +113,7 @@ class World:
         reserved = Guardrails.of(self.c)(DecisionEnvelope.model_validate(task["arg"]))
         assert isinstance(reserved, ReservedEnvelope)
         assert Send.of(self.c).send(reserved) == "engaged"
-        op = self.c.redis.hgetall(keys.op(reserved.tracking_id))
+        op = cast("dict[bytes, bytes]", self.c.redis.hgetall(keys.op(reserved.tracking_id)))
         return op[b"messageId"].decode()
 
     def reply(

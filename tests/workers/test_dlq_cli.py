@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -45,7 +45,7 @@ def dead(redis_client: redis.Redis, env: None) -> dict[str, Any]:
 def snapshot(r: redis.Redis) -> dict[bytes, Any]:
     """Every key's type and content: equal snapshots mean nothing was written."""
     out: dict[bytes, Any] = {}
-    for name in sorted(r.keys("*")):
+    for name in sorted(cast("list[bytes]", r.keys("*"))):
         kind = r.type(name)
         if kind == b"hash":
             out[name] = r.hgetall(name)
@@ -60,7 +60,7 @@ def snapshot(r: redis.Redis) -> dict[bytes, Any]:
     return out
 
 
-def test_list_shows_each_dead_letter_with_its_reason(dead: dict[str, Any]):
+def test_list_shows_each_dead_letter_with_its_reason(dead: dict[str, Any]) -> None:
     """`dlq list --json` gives id, tracking id, stage, reason, deliveries, time and the
     message; the table shows the same at a glance."""
     result = runner.invoke(cli, ["dlq", "list", "--json"])
@@ -78,13 +78,15 @@ def test_list_shows_each_dead_letter_with_its_reason(dead: dict[str, Any]):
     assert LETTER in table.output and "worker_lost_loop" in table.output
 
 
-def test_list_of_an_empty_queue_says_so(redis_client: redis.Redis, env: None):
+def test_list_of_an_empty_queue_says_so(redis_client: redis.Redis, env: None) -> None:
     """An empty dead-letter queue is said to be empty (and `[]` in JSON)."""
     assert "empty" in runner.invoke(cli, ["dlq", "list"]).output
     assert json.loads(runner.invoke(cli, ["dlq", "list", "--json"]).output) == []
 
 
-def test_replay_republishes_and_reopens_the_entry(dead: dict[str, Any], redis_client: redis.Redis):
+def test_replay_republishes_and_reopens_the_entry(
+    dead: dict[str, Any], redis_client: redis.Redis
+) -> None:
     """Replay puts the original message back on its queue under the same task id, reopens
     the journal entry in the state it had, resets its delivery count and empties the queue."""
     result = runner.invoke(cli, ["dlq", "replay", LETTER])
@@ -98,7 +100,7 @@ def test_replay_republishes_and_reopens_the_entry(dead: dict[str, Any], redis_cl
     assert DeadLetters(redis_client).list() == []
 
 
-def test_replaying_twice_is_a_no_op(dead: dict[str, Any], redis_client: redis.Redis):
+def test_replaying_twice_is_a_no_op(dead: dict[str, Any], redis_client: redis.Redis) -> None:
     """A second replay of the same letter publishes nothing and changes nothing."""
     assert runner.invoke(cli, ["dlq", "replay", LETTER]).exit_code == 0
     before = snapshot(redis_client)
@@ -111,7 +113,7 @@ def test_replaying_twice_is_a_no_op(dead: dict[str, Any], redis_client: redis.Re
 
 def test_replaying_an_unknown_id_is_an_error_that_changes_nothing(
     dead: dict[str, Any], redis_client: redis.Redis
-):
+) -> None:
     """An id that is not in the dead-letter queue exits 2 and writes nothing."""
     before = snapshot(redis_client)
     result = runner.invoke(cli, ["dlq", "replay", "t-nope:engagement"])
@@ -122,7 +124,7 @@ def test_replaying_an_unknown_id_is_an_error_that_changes_nothing(
 
 def test_a_letter_replayed_after_its_event_ended_publishes_nothing(
     dead: dict[str, Any], redis_client: redis.Redis
-):
+) -> None:
     """If the event reached a final state meanwhile, replay only removes the letter."""
     redis_client.hset(keys.journal(POISON), "state", "engaged")
     result = runner.invoke(cli, ["dlq", "replay", LETTER])
@@ -132,7 +134,9 @@ def test_a_letter_replayed_after_its_event_ended_publishes_nothing(
 
 
 @pytest.mark.parametrize("command", [["beat"], ["dlq", "list"], ["dlq", "replay", "x"]])
-def test_beat_and_dlq_refuse_to_run_embedded(monkeypatch: pytest.MonkeyPatch, command: list[str]):
+def test_beat_and_dlq_refuse_to_run_embedded(
+    monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
     """Without a shared Redis, beat and the dead-letter commands are refused with why."""
     monkeypatch.delenv("SEATWIRE_REDIS_URL", raising=False)
     monkeypatch.delenv("SEATWIRE_BROKER_URL", raising=False)

@@ -15,7 +15,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar, cast
 
 import redis
 from hypothesis import HealthCheck, example, given, settings
@@ -28,9 +28,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from redis.typing import EncodableT
 
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits
 from contracts.guardrails import COUNTED_OUTCOMES, DAY_MS, HOUR_MS
+from contracts.journal import OpFinalState
 from pipeline.guardrails import check_guardrails
 from workers.stores import keys
 from workers.stores.ledger import Ledger
@@ -100,7 +102,7 @@ def load(client: redis.Redis, rows: list[LedgerRow], ttl_ms: int) -> None:
             continue  # a considered 'nobody' is only a ledger stream row
         op_id = f"old{i}"
         idx = index_keys(row)
-        fields: dict[str, Any] = {
+        fields: dict[EncodableT, EncodableT] = {
             "seatId": row.seat_id,
             "workId": row.work_id,
             "dedupeKey": row.dedupe_key or "",
@@ -336,7 +338,8 @@ def test_guard_reserve_agrees_with_check_guardrails_on_random_ledgers(
         seen[got.code or "allowed"] += 1
 
         # The place is held in every index exactly when allowed, at NOW.
-        op = {k.decode(): v.decode() for k, v in redis_client.hgetall(keys.op("ask")).items()}
+        raw = cast("dict[bytes, bytes]", redis_client.hgetall(keys.op("ask")))
+        op = {k.decode(): v.decode() for k, v in raw.items()}
         ask_row = LedgerRow(
             at_ms=NOW,
             seat_id=case.seat,
@@ -406,7 +409,7 @@ class ModelOp:
             seat_id=self.seat,
             work_id=self.decision.work_id,
             dedupe_key=self.decision.dedupe_key,
-            outcome=self.state if self.state in COUNTED_OUTCOMES else "none",  # type: ignore[arg-type]
+            outcome=self.state if self.state in COUNTED_OUTCOMES else "none",
             engaged=self.state == "engaged",
             room_created=self.decision.surface == "new_room",
             targets=self.decision.targets,
@@ -545,7 +548,7 @@ class GuardMachine(RuleBasedStateMachine):
         row = op.row().model_copy(update={"outcome": outcome, "tracking_id": op_id})
         verb = self.ledger.finish(
             op_id,
-            outcome=outcome,
+            outcome=cast(OpFinalState, outcome),  # the rules draw final states only
             row=row,
             tracking_id=f"t-{op_id}",
             token=op.token,

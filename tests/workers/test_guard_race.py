@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -104,10 +104,13 @@ def test_four_processes_racing_500_asks_engage_one_person_exactly_four_times(
     seen_before = sorted(v["counts"]["targets"][PERSON] for _op, v in verdicts if v["allowed"])
     assert seen_before == [0, 1, 2, 3]
 
-    held = sorted(m.decode() for m in redis_client.zrange(keys.by_target(PERSON), 0, -1))
+    held = sorted(
+        m.decode() for m in cast("list[bytes]", redis_client.zrange(keys.by_target(PERSON), 0, -1))
+    )
     assert redis_client.zcard(keys.by_target(PERSON)) == 4
     assert held == allowed
-    assert sorted(m.decode() for m in redis_client.zrange(keys.PENDING, 0, -1)) == allowed
+    pending = cast("list[bytes]", redis_client.zrange(keys.PENDING, 0, -1))
+    assert sorted(m.decode() for m in pending) == allowed
     states = [redis_client.hget(keys.op(op), "state") for op, *_ in asks]
     assert states.count(b"reserved") == 4 and states.count(b"refused") == ASKS - 4
 

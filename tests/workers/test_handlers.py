@@ -86,6 +86,13 @@ def _post(
     )
 
 
+def _journal(stages: Stages, tracking: str) -> dict[str, Any]:
+    """The journal entry of `tracking`, which the test knows exists."""
+    entry = stages.journal.get(tracking)
+    assert entry is not None, f"no journal entry for {tracking}"
+    return entry
+
+
 def _through_guardrails(
     stages: Stages, report: dict[str, Any], tracking: str = "t-1", now: int | None = None
 ) -> ReservedEnvelope:
@@ -96,7 +103,7 @@ def _through_guardrails(
     return reserved
 
 
-def test_engaged_ask_flows_through_and_is_recorded(stages: Stages, outbound: FakeOutbound):
+def test_engaged_ask_flows_through_and_is_recorded(stages: Stages, outbound: FakeOutbound) -> None:
     """A blocked report with a named owner is decided, reserved, sent once and recorded."""
     reserved = _through_guardrails(stages, BLOCKED)
     assert stages.send(reserved) == "engaged"
@@ -104,23 +111,23 @@ def test_engaged_ask_flows_through_and_is_recorded(stages: Stages, outbound: Fak
     [row] = stages.ledger.read()
     assert row.outcome == "engaged" and row.engaged and row.attempt == 1
     assert row.idempotency_id == f"engage-{reserved.decision.dedupe_key}-1"
-    assert stages.journal.get("t-1")["state"] == "engaged"
+    assert _journal(stages, "t-1")["state"] == "engaged"
     assert stages.journal.r.pttl("sw:j:t-1") > 0
 
 
-def test_nobody_is_written_down_with_its_reason(stages: Stages, outbound: FakeOutbound):
+def test_nobody_is_written_down_with_its_reason(stages: Stages, outbound: FakeOutbound) -> None:
     """A report that needs nobody ends in the ledger as a row with its reason, nothing sent."""
     env = _post(stages, {"id": "tidy", "title": "Tidy dashboards", "interestedParties": ["gus"]})
     assert stages.engagement(env) is None
     [row] = stages.ledger.read()
     assert (row.reason_code, row.outcome, row.engaged) == ("self_contained", "none", False)
     assert any("considered and not messaged" in w for w in row.why)
-    assert stages.journal.get("t-1")["state"] == "nobody"
+    assert _journal(stages, "t-1")["state"] == "nobody"
     assert outbound.applied == []
     assert stages.journal.r.pttl("sw:j:t-1") > 0  # a final entry is kept for a while, not forever
 
 
-def test_redelivered_engagement_reuses_the_first_decision(stages: Stages):
+def test_redelivered_engagement_reuses_the_first_decision(stages: Stages) -> None:
     """Running the engagement stage twice for one event stores one decision and one row."""
     env = _post(stages, {"id": "tidy", "title": "Tidy dashboards"})
     stages.engagement(env)
@@ -128,7 +135,9 @@ def test_redelivered_engagement_reuses_the_first_decision(stages: Stages):
     assert len(stages.ledger.read()) == 1
 
 
-def test_send_redelivered_after_success_sends_nothing(stages: Stages, outbound: FakeOutbound):
+def test_send_redelivered_after_success_sends_nothing(
+    stages: Stages, outbound: FakeOutbound
+) -> None:
     """A second delivery of a finished send is a no-op."""
     reserved = _through_guardrails(stages, BLOCKED)
     stages.send(reserved)
@@ -136,7 +145,7 @@ def test_send_redelivered_after_success_sends_nothing(stages: Stages, outbound: 
     assert outbound.sends == 1 and len(stages.ledger.read()) == 1
 
 
-def test_crash_after_apply_is_reconciled_not_resent(stages: Stages, outbound: FakeOutbound):
+def test_crash_after_apply_is_reconciled_not_resent(stages: Stages, outbound: FakeOutbound) -> None:
     """The worker dies after the ask was applied but before it was recorded: the redelivery
     waits out the lease, finds the ask by its idempotency id and records it, sending nothing."""
     stages.lease_ms = 300  # leases run on Redis TIME: keep this one short and really wait
@@ -152,7 +161,9 @@ def test_crash_after_apply_is_reconciled_not_resent(stages: Stages, outbound: Fa
     assert outbound.reconciles == 1
 
 
-def test_transient_failure_reconciles_then_sends_once(stages: Stages, outbound: FakeOutbound):
+def test_transient_failure_reconciles_then_sends_once(
+    stages: Stages, outbound: FakeOutbound
+) -> None:
     """A transient fault leaves the op `unknown`; the retry reconciles, finds nothing, sends."""
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["transient"]
@@ -165,7 +176,7 @@ def test_transient_failure_reconciles_then_sends_once(stages: Stages, outbound: 
 
 def test_permanent_failure_is_recorded_and_releases_the_reservation(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """A permanent fault is one attempt, a send_failed row, and the person's quota back."""
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["permanent"]
@@ -186,7 +197,7 @@ def test_permanent_failure_is_recorded_and_releases_the_reservation(
 
 def test_expired_reservation_is_checked_again_before_sending(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """A reservation that lapsed before the send is re-checked, then sent once."""
     reserved = _through_guardrails(stages, BLOCKED)
     # The scripts read Redis TIME: make the reservation lapse by moving its expiry back.
@@ -195,7 +206,7 @@ def test_expired_reservation_is_checked_again_before_sending(
     assert len(outbound.applied) == 1
 
 
-def test_guardrail_refusal_is_a_row_not_a_send(stages: Stages, outbound: FakeOutbound):
+def test_guardrail_refusal_is_a_row_not_a_send(stages: Stages, outbound: FakeOutbound) -> None:
     """Two seats asking the same person past the daily limit: the fifth ask is refused."""
     for i in range(5):
         report = {**BLOCKED, "id": f"w{i}", "title": f"Work {i}"}
@@ -210,7 +221,7 @@ def test_guardrail_refusal_is_a_row_not_a_send(stages: Stages, outbound: FakeOut
     assert len(outbound.applied) == 4
 
 
-def test_unknown_seat_is_permanent(stages: Stages):
+def test_unknown_seat_is_permanent(stages: Stages) -> None:
     """A message for a seat the org does not know cannot be retried into success."""
     env = _post(stages, BLOCKED, seat="ghost")
     with pytest.raises(PermanentError):
@@ -219,7 +230,7 @@ def test_unknown_seat_is_permanent(stages: Stages):
 
 def test_unreadable_org_keeps_the_last_good_one_and_says_so(
     stages: Stages, tmp_path: Path, redis_client: redis.Redis
-):
+) -> None:
     """An org file that breaks after start is degraded, not an empty org."""
     org = tmp_path / "org.yaml"
     org.write_text(BUNDLED_ORG.read_text())
@@ -234,7 +245,7 @@ def test_unreadable_org_keeps_the_last_good_one_and_says_so(
 
 def test_retry_after_a_re_reservation_reconciles_the_ask_actually_sent(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """The message says attempt 3 but the lapsed reservation was re-made as attempt 2 and
     applied before a fault: the retry reconciles attempt 2 and sends nothing more."""
     from contracts import Limits
@@ -259,7 +270,7 @@ def test_retry_after_a_re_reservation_reconciles_the_ask_actually_sent(
 
 def test_unexpected_error_after_the_intent_is_retried_through_reconciliation(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """A bug-shaped error after the intent leaves the op `unknown` (never stuck in `sending`)
     and the retry reconciles, then sends once."""
     reserved = _through_guardrails(stages, BLOCKED)
@@ -273,7 +284,7 @@ def test_unexpected_error_after_the_intent_is_retried_through_reconciliation(
 
 def test_second_revision_decided_before_the_first_is_reserved_is_refused_at_guardrails(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """Both revisions pass the engagement stage's read; the atomic check lets the first
     through and refuses the second as already_engaged, written down as a row."""
     first = stages.engagement(_post(stages, BLOCKED, "t-1"))
@@ -285,13 +296,13 @@ def test_second_revision_decided_before_the_first_is_reserved_is_refused_at_guar
     stages.send(reserved)
     rows = {r.tracking_id: r for r in stages.ledger.read()}
     assert rows["t-2"].outcome == "already_engaged" and not rows["t-2"].engaged
-    assert stages.journal.get("t-2")["state"] == "refused"
+    assert _journal(stages, "t-2")["state"] == "refused"
     assert len(outbound.applied) == 1
 
 
 def test_a_send_that_provably_never_left_is_retried_without_reconciling(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """A 429 (NotSent) gives the op back to `reserved`: the next try posts at once, once."""
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["not_sent"]
@@ -304,7 +315,9 @@ def test_a_send_that_provably_never_left_is_retried_without_reconciling(
     assert outbound.reconciles == 0 and len(outbound.applied) == 1
 
 
-def test_a_send_that_may_have_left_is_reconciled_not_resent(stages: Stages, outbound: FakeOutbound):
+def test_a_send_that_may_have_left_is_reconciled_not_resent(
+    stages: Stages, outbound: FakeOutbound
+) -> None:
     """MaybeSent (applied, reply lost) leaves the op `unknown`; the retry finds the post."""
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["maybe"]
@@ -317,7 +330,7 @@ def test_a_send_that_may_have_left_is_reconciled_not_resent(stages: Stages, outb
 
 def test_out_of_tries_for_a_send_that_never_left_is_send_failed_with_why(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["not_sent"]
     with pytest.raises(NotSent):
@@ -327,11 +340,11 @@ def test_out_of_tries_for_a_send_that_never_left_is_send_failed_with_why(
     )
     [row] = stages.ledger.read()
     assert row.outcome == "send_failed" and "after 9 tries" in (row.reason or "")
-    assert stages.journal.get("t-1")["state"] == "send_failed"
+    assert _journal(stages, "t-1")["state"] == "send_failed"
     assert outbound.applied == []
 
 
-def test_giving_up_never_overwrites_a_send_in_doubt(stages: Stages, outbound: FakeOutbound):
+def test_giving_up_never_overwrites_a_send_in_doubt(stages: Stages, outbound: FakeOutbound) -> None:
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["maybe"]
     with pytest.raises(MaybeSent):
@@ -343,7 +356,7 @@ def test_giving_up_never_overwrites_a_send_in_doubt(stages: Stages, outbound: Fa
 
 def test_shadow_mode_records_what_would_have_been_sent_and_sends_nothing(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     stages.mode = "shadow"
     reserved = _through_guardrails(stages, BLOCKED)
     assert stages.send(reserved) == "shadowed"
@@ -351,22 +364,24 @@ def test_shadow_mode_records_what_would_have_been_sent_and_sends_nothing(
     [row] = stages.ledger.read()
     assert row.outcome == "shadowed" and row.idempotency_id
     assert "nothing was sent" in " ".join(row.why)
-    assert stages.journal.get("t-1")["state"] == "shadowed"
+    assert _journal(stages, "t-1")["state"] == "shadowed"
     assert stages.send(reserved) == "shadowed"  # redelivered: final, nothing more
 
 
-def test_off_mode_writes_down_that_nothing_was_decided(stages: Stages, outbound: FakeOutbound):
+def test_off_mode_writes_down_that_nothing_was_decided(
+    stages: Stages, outbound: FakeOutbound
+) -> None:
     stages.mode = "off"
     assert stages.engagement(_post(stages, BLOCKED)) is None
     [row] = stages.ledger.read()
     assert row.outcome == "off" and row.reason_code == "mode_off"
-    assert stages.journal.get("t-1")["state"] == "off"
+    assert _journal(stages, "t-1")["state"] == "off"
     assert outbound.sends == 0
 
 
 def test_the_send_gate_blocks_with_its_rule_and_sends_nothing(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     from contracts import SendPolicy
 
     stages.policy = SendPolicy(max_body_chars=20)
@@ -375,13 +390,13 @@ def test_the_send_gate_blocks_with_its_rule_and_sends_nothing(
     assert outbound.sends == 0
     [row] = stages.ledger.read()
     assert row.outcome == "send_blocked" and (row.reason or "").startswith("body_too_long")
-    assert stages.journal.get("t-1")["state"] == "send_blocked"
+    assert _journal(stages, "t-1")["state"] == "send_blocked"
     assert stages.ledger.r.zcard("sw:g:target:ben") == 0  # the place is given back
 
 
 def test_quiet_hours_defer_the_ask_to_the_end_of_the_window_never_drop_it(
     stages: Stages, outbound: FakeOutbound, clock: Clock
-):
+) -> None:
     from contracts import SendPolicy
 
     # NOW is 08:00 UTC; ben's zone is Europe/Stockholm (09:00 there, in January).
@@ -395,7 +410,7 @@ def test_quiet_hours_defer_the_ask_to_the_end_of_the_window_never_drop_it(
     assert stages.send(reserved) == "engaged"
 
 
-def test_a_begin_resent_after_its_reply_was_lost_still_reconciles(stages: Stages):
+def test_a_begin_resent_after_its_reply_was_lost_still_reconciles(stages: Stages) -> None:
     """redis-py re-sends a script whose reply was lost: the op that began in doubt must be
     answered `reconcile` again, never `go` (which would post a second time)."""
     _through_guardrails(stages, BLOCKED)
@@ -408,7 +423,7 @@ def test_a_begin_resent_after_its_reply_was_lost_still_reconciles(stages: Stages
     assert (first.verb, again.verb) == ("reconcile", "reconcile")
 
 
-def test_refusals_are_counted_on_the_op_by_kind(stages: Stages, outbound: FakeOutbound):
+def test_refusals_are_counted_on_the_op_by_kind(stages: Stages, outbound: FakeOutbound) -> None:
     """The send task's budgets read these counts, not the broker's shared retry count."""
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["not_sent", "not_sent"]
@@ -423,18 +438,18 @@ def test_refusals_are_counted_on_the_op_by_kind(stages: Stages, outbound: FakeOu
 
 def test_giving_up_after_the_reservation_lapsed_still_writes_send_failed(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     reserved = _through_guardrails(stages, BLOCKED)
     stages.ledger.r.hset("sw:g:op:t-1", "expiresAtMs", 1)
     assert stages.give_up(reserved, "ratelimited (after 60 tries)") == "send_failed"
-    assert stages.journal.get("t-1")["state"] == "send_failed"
+    assert _journal(stages, "t-1")["state"] == "send_failed"
     [row] = stages.ledger.read()
     assert row.outcome == "send_failed" and "after 60 tries" in (row.reason or "")
 
 
 def test_a_try_whose_lease_was_taken_during_the_look_up_does_not_post(
     stages: Stages, outbound: FakeOutbound
-):
+) -> None:
     """A long reconciliation (threads or solo pool: no hard time limit) lost the op to another
     try: the renewal before the post fails, and nothing is posted."""
     reserved = _through_guardrails(stages, BLOCKED)

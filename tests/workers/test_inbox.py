@@ -39,7 +39,7 @@ def inbox(redis_client: redis.Redis) -> Seats:
     return Seats(redis_client)
 
 
-def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Seats):
+def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Seats) -> None:
     """Three directed events are read oldest first, and re-read until acknowledged."""
     for n in (1, 2, 3):
         assert inbox.append("scout", candidate(n), VERDICT).position == n
@@ -50,7 +50,9 @@ def test_items_get_increasing_positions_and_come_back_until_acked(inbox: Seats):
     assert page.items[0].candidate == candidate(1) and page.items[0].reason == "mention"
 
 
-def test_ack_drops_handled_items_and_returns_the_rest(inbox: Seats, redis_client: redis.Redis):
+def test_ack_drops_handled_items_and_returns_the_rest(
+    inbox: Seats, redis_client: redis.Redis
+) -> None:
     """Acknowledging position 2 leaves item 3; a stale lower ack changes nothing."""
     for n in (1, 2, 3):
         inbox.append("scout", candidate(n), VERDICT)
@@ -61,7 +63,7 @@ def test_ack_drops_handled_items_and_returns_the_rest(inbox: Seats, redis_client
     assert inbox.ack("scout", 3).items == ()
 
 
-def test_ack_beyond_the_last_position_is_refused(inbox: Seats):
+def test_ack_beyond_the_last_position_is_refused(inbox: Seats) -> None:
     """An ack for a position never given is an error, not a silent success."""
     inbox.append("scout", candidate(1), VERDICT)
     with pytest.raises(AckBeyondLast) as err:
@@ -72,7 +74,7 @@ def test_ack_beyond_the_last_position_is_refused(inbox: Seats):
         inbox.ack("tally", 1)  # an empty inbox has given nothing
 
 
-def test_the_same_delivery_is_placed_once(inbox: Seats):
+def test_the_same_delivery_is_placed_once(inbox: Seats) -> None:
     """Recording one delivery twice (a redelivered task) keeps one item at one position, and
     each seat the event is directed to has its own positions."""
     inbox.append("scout", candidate(7), VERDICT)
@@ -83,7 +85,7 @@ def test_the_same_delivery_is_placed_once(inbox: Seats):
     assert [i.position for i in inbox.updates("tally").items] == [1]
 
 
-def test_page_holds_at_most_50_items(inbox: Seats):
+def test_page_holds_at_most_50_items(inbox: Seats) -> None:
     """Sixty items are read as 50, then 10, with has_more in between."""
     for n in range(1, 61):
         inbox.append("scout", candidate(n), VERDICT)
@@ -93,7 +95,7 @@ def test_page_holds_at_most_50_items(inbox: Seats):
     assert len(rest.items) == 10 and not rest.has_more
 
 
-def test_page_holds_at_most_64_kib_but_always_one_item(inbox: Seats):
+def test_page_holds_at_most_64_kib_but_always_one_item(inbox: Seats) -> None:
     """Large items fill a page up to 64 KB; an item larger than that still comes alone."""
     for n in range(1, 5):
         inbox.append("scout", candidate(n, body="x" * 20_000), VERDICT)

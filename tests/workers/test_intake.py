@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from kombu import Connection
+from kombu.connection import Connection
 
 from bench.chaos import RedisServer, redis_server, redis_server_path
 from pipeline.signatures import slack_headers
@@ -46,7 +46,7 @@ def _fields(message: dict[str, Any]) -> dict[tuple[str, str], Any]:
     return out
 
 
-def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_url: str):
+def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_url: str) -> None:
     """Every header and property Celery's own publish writes to the Redis list, with the same
     values (but the per-message ids), and the same body (not base64-encoded)."""
     app = create_app(Settings(redis_url=redis_url, api_token="t"), register=False)
@@ -63,7 +63,7 @@ def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_u
     assert json.loads(base64.b64decode(theirs["body"])) == json.loads(ours["body"])
 
 
-def test_kombu_reads_the_message_back(redis_client: redis.Redis, redis_url: str):
+def test_kombu_reads_the_message_back(redis_client: redis.Redis, redis_url: str) -> None:
     """Written by the script (which fills in the body) and consumed through kombu's Redis
     transport, as a worker does: the task, its id and its argument, byte for byte."""
     intake = RedisIntake(redis_url, deadline_ms=60_000)
@@ -86,7 +86,7 @@ def test_kombu_reads_the_message_back(redis_client: redis.Redis, redis_url: str)
             await intake.aclose()
 
     assert asyncio.run(go()).verb == "new"
-    with Connection(redis_url) as conn:
+    with Connection(redis_url) as conn:  # type: ignore[no-untyped-call]  # kombu: unannotated
         queue = conn.SimpleQueue("engagement")
         message = queue.get(timeout=2)
         message.ack()
@@ -124,7 +124,7 @@ def accept(redis_url: str) -> Any:
     return call
 
 
-def test_journal_and_enqueue_together_and_once(redis_client: redis.Redis, accept: Any):
+def test_journal_and_enqueue_together_and_once(redis_client: redis.Redis, accept: Any) -> None:
     """The first delivery writes the entry (enqueued) and one message; a repeat only counts."""
     assert accept() == "new"
     entry = redis_client.hgetall(keys.journal("ev-1"))
@@ -135,7 +135,7 @@ def test_journal_and_enqueue_together_and_once(redis_client: redis.Redis, accept
     assert redis_client.hget(keys.journal("ev-1"), "deliveries") == b"2"
 
 
-def test_a_conflicting_repeat_changes_nothing(redis_client: redis.Redis, accept: Any):
+def test_a_conflicting_repeat_changes_nothing(redis_client: redis.Redis, accept: Any) -> None:
     accept()
     before = redis_client.hgetall(keys.journal("ev-1"))
     assert accept(fingerprint="other") == "conflict"
@@ -145,7 +145,7 @@ def test_a_conflicting_repeat_changes_nothing(redis_client: redis.Redis, accept:
 
 def test_an_entry_journalled_but_never_enqueued_is_enqueued_by_the_repeat(
     redis_client: redis.Redis, accept: Any
-):
+) -> None:
     """A publish that failed after the journal write (the thread path) is mended by a retry."""
     Journal(redis_client).accept(
         "ev-1", kind="inbound", seat_id="", payload="{}", now_ms=1, fingerprint="f"
@@ -169,14 +169,14 @@ def test_an_entry_journalled_but_never_enqueued_is_enqueued_by_the_repeat(
 )
 def test_the_one_script_path_is_taken_only_on_the_brokers_own_redis(
     redis_url: str | None, broker_url: str | None, shared: bool
-):
+) -> None:
     settings = Settings(redis_url=redis_url, broker_url=broker_url, api_token="t")
     assert shares_broker(settings) is shared
 
 
 def test_concurrent_accepts_share_round_trips_and_each_gets_its_own_answer(
     redis_client: redis.Redis, redis_url: str
-):
+) -> None:
     """Sixty requests at once, twenty events three times each: each event is journalled and
     enqueued once, and every request hears its own verdict. A script flush (Redis restarted
     without its scripts) in between is mended by loading it again."""
@@ -214,7 +214,7 @@ def test_concurrent_accepts_share_round_trips_and_each_gets_its_own_answer(
 
 def test_a_repeat_past_the_deadline_of_an_untouched_entry_enqueues_it_again(
     redis_client: redis.Redis, accept: Any
-):
+) -> None:
     """A message lost on the broker after the 2xx: the entry is still `accepted` long after
     it was enqueued, so the provider's retry enqueues it again (the stage is idempotent)."""
     assert accept(now_ms=10) == "new"
@@ -260,7 +260,7 @@ def test_out_of_memory_is_a_503_with_retry_after_and_writes_nothing(
     )
     app = create_app(settings, register=False)
     report = {"id": "w-oom", "title": "W", "state": "blocked", "blocker": {"kind": "access"}}
-    event = {
+    event: dict[str, Any] = {
         "type": "event_callback",
         "team_id": "T0OOM",
         "event_id": "Ev0OOM",

@@ -8,13 +8,14 @@ EVALSHA must not reserve twice).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
 
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits
 from contracts.guardrails import DAY_MS, HOUR_MS
+from contracts.journal import OpFinalState
 from pipeline.guardrails import check_guardrails
 from workers.stores import keys
 from workers.stores.ledger import Ledger
@@ -98,7 +99,7 @@ def finish(
 ) -> str:
     return lg.finish(
         op_id,
-        outcome=outcome,
+        outcome=cast(OpFinalState, outcome),  # the tests pass it final states only
         row=row_for(d, seat=seat, outcome=outcome, at=NOW if at is None else at, op_id=op_id),
         tracking_id=f"t-{op_id}",
         token=token,
@@ -595,7 +596,7 @@ def test_read_returns_rows_newest_first_filtered_by_seat_and_work(
     assert ops(lg.read(work_id="w1", limit=2)) == ["b2", "a1"]
     assert lg.read(seat_ids=["nobody"]) == []
     assert all(r.outcome == "engaged" and r.engaged for r in lg.read())
-    assert json.loads(redis_client.hget(keys.op("a1"), "targets")) == ["p-a1"]
+    assert json.loads(cast(bytes, redis_client.hget(keys.op("a1"), "targets"))) == ["p-a1"]
 
 
 def test_begin_send_replayed_with_its_own_token_answers_go_again(

@@ -55,7 +55,9 @@ def test_a_new_sample_is_recorded(client: TestClient, redis_client: redis.Redis)
     assert redis_client.hexists(keys.objective_sample_ids("review-turnaround"), body["id"])
 
 
-def test_the_same_sample_again_is_a_duplicate(client: TestClient, redis_client: redis.Redis):
+def test_the_same_sample_again_is_a_duplicate(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """Posting the same (atMs, source) with the same content answers 200 duplicate, once stored."""
     _post(client, SAMPLE)
     again = _post(client, {**SAMPLE, "value": 30.0})
@@ -64,7 +66,9 @@ def test_the_same_sample_again_is_a_duplicate(client: TestClient, redis_client: 
     assert redis_client.zcard(keys.objective_samples("review-turnaround")) == 1
 
 
-def test_the_same_id_with_another_value_conflicts(client: TestClient, redis_client: redis.Redis):
+def test_the_same_id_with_another_value_conflicts(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """Another value for a recorded (atMs, source) is a 409 and the first sample stays."""
     _post(client, SAMPLE)
     resp = _post(client, {**SAMPLE, "value": 31})

@@ -26,7 +26,7 @@ def _ask(n: int) -> OutboundAsk:
     )
 
 
-def test_torn_tail_from_a_crashed_writer_is_cut_before_the_next_line(tmp_path: Path):
+def test_torn_tail_from_a_crashed_writer_is_cut_before_the_next_line(tmp_path: Path) -> None:
     """A half-written line left by a crash is removed, so the next ask stays readable."""
     box = FileOutbox(tmp_path / "o.jsonl", fsync=False)
     box.send(_ask(1), SendContext(now_ms=1, since_ms=1))
@@ -39,7 +39,9 @@ def test_torn_tail_from_a_crashed_writer_is_cut_before_the_next_line(tmp_path: P
     assert box.reconcile(_ask(3), SendContext(now_ms=9, since_ms=0)) is not None
 
 
-def test_short_write_is_rolled_back_and_retryable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_short_write_is_rolled_back_and_retryable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A write that stops halfway raises a transient error and leaves the file as it was."""
     box = FileOutbox(tmp_path / "o.jsonl", fsync=False)
     box.send(_ask(1), SendContext(now_ms=1, since_ms=1))

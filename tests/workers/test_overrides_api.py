@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -39,10 +39,10 @@ def body(**over: Any) -> dict[str, Any]:
 
 
 def snapshot(r: redis.Redis) -> dict[bytes, Any]:
-    return {k: r.dump(k) for k in sorted(r.keys("*"))}
+    return {k: r.dump(k) for k in sorted(cast("list[bytes]", r.keys("*")))}
 
 
-def test_an_override_is_recorded_audited_and_listed(client: TestClient):
+def test_an_override_is_recorded_audited_and_listed(client: TestClient) -> None:
     """201 `recorded` with the override; the audit has one `override` line naming who, why
     and the gates; the listing shows it; the same request again is 200 `duplicate`."""
     resp = client.post(URL, json=body(gates=["wip", "budget"]), headers=AUTH)
@@ -94,7 +94,7 @@ def test_each_refusal_names_its_field_and_writes_nothing(
     status: int,
     error: str,
     field: str,
-):
+) -> None:
     """Every refusal is a 4xx with a stable code naming the field, and Redis is unchanged."""
     before = snapshot(redis_client)
     resp = client.post(URL, json=sent, headers=AUTH)
@@ -106,7 +106,7 @@ def test_each_refusal_names_its_field_and_writes_nothing(
 
 def test_a_conflicting_override_is_a_409_that_writes_nothing(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """Another active override of the same candidate: 409 `override_exists`, nothing written."""
     assert client.post(URL, json=body(), headers=AUTH).status_code == 201
     before = snapshot(redis_client)
@@ -116,20 +116,20 @@ def test_a_conflicting_override_is_a_409_that_writes_nothing(
     assert snapshot(redis_client) == before
 
 
-def test_a_body_that_is_not_json_is_a_422(client: TestClient, redis_client: redis.Redis):
+def test_a_body_that_is_not_json_is_a_422(client: TestClient, redis_client: redis.Redis) -> None:
     """Malformed JSON answers 422 `invalid_json` and writes nothing."""
     resp = client.post(URL, content=b"{nope", headers={**AUTH, "Content-Type": "application/json"})
     assert resp.status_code == 422 and resp.json()["error"] == "invalid_json"
     assert redis_client.keys("*") == []
 
 
-def test_listing_an_unknown_objective_is_a_404(client: TestClient):
+def test_listing_an_unknown_objective_is_a_404(client: TestClient) -> None:
     """The listing refuses an objective the org does not have."""
     resp = client.get(URL, params={"objective": "nope"}, headers=AUTH)
     assert resp.status_code == 404 and resp.json()["error"] == "unknown_objective"
 
 
-def test_overrides_need_the_token(client: TestClient):
+def test_overrides_need_the_token(client: TestClient) -> None:
     """Both routes are behind the bearer token."""
     assert client.post(URL, json=body()).status_code == 401
     assert client.get(URL).status_code == 401

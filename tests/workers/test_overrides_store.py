@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -33,10 +33,12 @@ def body(**over: Any) -> dict[str, Any]:
 
 
 def snapshot(r: redis.Redis) -> dict[bytes, Any]:
-    return {k: r.dump(k) for k in sorted(r.keys("*"))}
+    return {k: r.dump(k) for k in sorted(cast("list[bytes]", r.keys("*")))}
 
 
-def test_submit_records_once_then_answers_duplicate(redis_client: redis.Redis, view: OrgView):
+def test_submit_records_once_then_answers_duplicate(
+    redis_client: redis.Redis, view: OrgView
+) -> None:
     """A new override is recorded and active; the same one again is a duplicate of it."""
     store = Overrides(redis_client)
     status, ov = store.submit(view, body(gates=["wip"]), now_ms=NOW)
@@ -49,7 +51,7 @@ def test_submit_records_once_then_answers_duplicate(redis_client: redis.Redis, v
 
 def test_a_different_active_override_of_the_candidate_is_a_409(
     redis_client: redis.Redis, view: OrgView
-):
+) -> None:
     """Another active override of that candidate is refused and nothing changes."""
     store = Overrides(redis_client)
     store.submit(view, body(), now_ms=NOW)
@@ -77,7 +79,7 @@ def test_each_refusal_writes_nothing(
     status: int,
     code: str,
     field: str,
-):
+) -> None:
     """Unknown objective, proposed objective, unknown member or candidate: refused, no write."""
     with pytest.raises(OverrideRefused) as refused:
         Overrides(redis_client).submit(view, body(**over), now_ms=NOW)
@@ -86,7 +88,9 @@ def test_each_refusal_writes_nothing(
     assert redis_client.keys("*") == []
 
 
-def test_a_candidate_the_audit_rejected_can_be_overridden(redis_client: redis.Redis, view: OrgView):
+def test_a_candidate_the_audit_rejected_can_be_overridden(
+    redis_client: redis.Redis, view: OrgView
+) -> None:
     """A proposer's candidate, known from a rejected audit line, is accepted by its title."""
     entry = AuditEntry.model_validate(
         {
@@ -105,7 +109,9 @@ def test_a_candidate_the_audit_rejected_can_be_overridden(redis_client: redis.Re
     assert status == "recorded" and ov.candidate_title == "Pair on the oldest review"
 
 
-def test_consume_uses_it_once_and_frees_the_candidate(redis_client: redis.Redis, view: OrgView):
+def test_consume_uses_it_once_and_frees_the_candidate(
+    redis_client: redis.Redis, view: OrgView
+) -> None:
     """Consumed: no longer active, a repeat is a no-op, and a new override may be recorded,
     which a repeat of the old dispatch's consume does not use up."""
     store = Overrides(redis_client)
@@ -124,13 +130,13 @@ def test_consume_uses_it_once_and_frees_the_candidate(redis_client: redis.Redis,
     assert [o.id for o in store.list(REVIEW, 1)] == [fresh.id]
 
 
-def test_consume_without_an_override_is_false(redis_client: redis.Redis):
+def test_consume_without_an_override_is_false(redis_client: redis.Redis) -> None:
     """Nothing to consume: False, and nothing is written."""
     assert Overrides(redis_client).consume(REVIEW, KEY, "stw_1", now_ms=NOW) is False
     assert redis_client.keys("*") == []
 
 
-def test_racing_operators_record_one_override(redis_client: redis.Redis, view: OrgView):
+def test_racing_operators_record_one_override(redis_client: redis.Redis, view: OrgView) -> None:
     """Eight operators at once on one candidate: one is recorded, the others refused 409."""
 
     def attempt(i: int) -> str:

@@ -18,6 +18,7 @@ from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
 from workers.ingress.app import create_ingress
+from workers.settings import Settings
 
 pytestmark = pytest.mark.redis
 
@@ -35,7 +36,7 @@ def built(
 ) -> Iterator[tuple[TestClient, Container]]:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token=TOKEN, org_file=org, outbox_path=tmp_path / "o.jsonl"
     )
     app = create_app(settings, register=False)
@@ -49,7 +50,9 @@ def seen(c: Container, seat: str) -> dict[str, object]:
     return news_of(seat, observed, at_ms=1)
 
 
-def test_pause_and_resume_reach_every_seat_with_the_flag(built) -> None:  # type: ignore[no-untyped-def]
+def test_pause_and_resume_reach_every_seat_with_the_flag(
+    built: tuple[TestClient, Container],
+) -> None:
     """A pause sets the flag and puts one item in each seat's inbox, not counted as a notice;
     the controller's news says paused; resume clears it."""
     client, c = built
@@ -57,7 +60,8 @@ def test_pause_and_resume_reach_every_seat_with_the_flag(built) -> None:  # type
     assert resp.status_code == 200 and resp.json()["seats"] == 2
     for seat in ("scout", "tally"):
         (item,) = c.inbox.updates(seat).items
-        assert (item.reason, item.surface, item.candidate.msg.author_id) == (  # type: ignore[union-attr]
+        assert item.candidate.msg is not None
+        assert (item.reason, item.surface, item.candidate.msg.author_id) == (
             "project_pause",
             "project",
             "ava",
@@ -69,7 +73,9 @@ def test_pause_and_resume_reach_every_seat_with_the_flag(built) -> None:  # type
     assert seen(c, "scout")["project"] == {"started": True, "paused": False}
 
 
-def test_project_only_news_until_a_directed_item_follows(built) -> None:  # type: ignore[no-untyped-def]
+def test_project_only_news_until_a_directed_item_follows(
+    built: tuple[TestClient, Container],
+) -> None:
     """Announcements alone are project-only news; a directed item after them is not; once
     that is acknowledged, a new announcement is project-only again."""
     client, c = built
@@ -105,7 +111,7 @@ def test_project_only_news_until_a_directed_item_follows(built) -> None:  # type
     assert seen(c, "scout")["project_only"] is True and seen(c, "scout")["pending"] == 1
 
 
-def test_a_bad_body_is_refused_and_writes_nothing(built) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_body_is_refused_and_writes_nothing(built: tuple[TestClient, Container]) -> None:
     """An announcement without a body, or with an unknown field, is a 422; no inbox changes."""
     client, c = built
     assert client.post("/v1/project/announcements", headers=AUTH, json={}).status_code == 422
@@ -114,8 +120,8 @@ def test_a_bad_body_is_refused_and_writes_nothing(built) -> None:  # type: ignor
 
 
 def test_a_changed_project_card_is_announced_once(
-    built,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    built: tuple[TestClient, Container],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The controller's first tick records the card silently; after the org file's card
     changes, the next ticks put one `project_card` item in every seat's inbox, once."""
@@ -136,5 +142,7 @@ def test_a_changed_project_card_is_announced_once(
     tick(now_ms=3_000)
     for seat in ("scout", "tally"):
         (item,) = c.inbox.updates(seat).items
-        assert item.reason == "project_card" and "Atlas" in item.candidate.msg.body  # type: ignore[union-attr]
-    assert seen(c, "scout")["project"]["card"]  # type: ignore[index]
+        assert item.candidate.msg is not None
+        assert item.reason == "project_card" and "Atlas" in item.candidate.msg.body
+    project = seen(c, "scout")["project"]
+    assert isinstance(project, dict) and project["card"]

@@ -159,7 +159,7 @@ def deadline(r: redis.Redis, tracking: str) -> int | None:
 
 def test_an_accepted_work_report_is_reenqueued_to_engagement(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """A report whose engagement message was lost is re-enqueued with its stored envelope,
     under the same task id; its deadline moves on and one copy is noted, its delivery
     counted only once a worker starts it."""
@@ -183,7 +183,7 @@ def test_an_accepted_work_report_is_reenqueued_to_engagement(
 
 def test_an_accepted_inbound_event_is_reenqueued_to_directedness(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """An inbound event still `accepted` goes back to the directedness stage."""
     env = accept_inbound(stages.journal, "ev-1")
     sweeper(redis_client).sweep(app, now_ms=LATE)
@@ -194,7 +194,7 @@ def test_an_accepted_inbound_event_is_reenqueued_to_directedness(
 
 def test_a_decided_entry_is_reenqueued_to_guardrails(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """An entry whose decision is stored goes to the guardrails with that decision."""
     decided = stages.engagement(accept_work(stages.journal, "t-dec"))
     assert isinstance(decided, DecisionEnvelope)
@@ -208,7 +208,7 @@ def test_a_decided_entry_is_reenqueued_to_guardrails(
 @pytest.mark.parametrize("state", ["reserved", "sending", "unknown"])
 def test_a_reserved_or_sending_entry_is_reenqueued_to_send(
     stages: Stages, redis_client: redis.Redis, app: Celery, state: str
-):
+) -> None:
     """An entry holding a reservation (or a send in flight or in doubt) goes to the send
     stage with its decision and the op's own attempt."""
     decided = stages.engagement(accept_work(stages.journal, "t-res"))
@@ -224,7 +224,9 @@ def test_a_reserved_or_sending_entry_is_reenqueued_to_send(
     assert sent.verdict.allowed and sent.verdict.attempt == reserved.verdict.attempt
 
 
-def test_an_entry_not_yet_due_is_left_alone(stages: Stages, redis_client: redis.Redis, app: Celery):
+def test_an_entry_not_yet_due_is_left_alone(
+    stages: Stages, redis_client: redis.Redis, app: Celery
+) -> None:
     """Before its deadline an entry is not touched: nothing queued, nothing counted."""
     accept_work(stages.journal, "t-early")
     report = sweeper(redis_client).sweep(app, now_ms=NOW + DEADLINE - 1)
@@ -235,7 +237,7 @@ def test_an_entry_not_yet_due_is_left_alone(stages: Stages, redis_client: redis.
 
 def test_two_sweeps_racing_reenqueue_each_entry_once(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """Two sweeps that read the same overdue entries (two beats by mistake) re-enqueue each
     of them once: the second one's claims all fail the compare-and-set."""
     for i in range(20):
@@ -255,7 +257,7 @@ def test_two_sweeps_racing_reenqueue_each_entry_once(
 
 def test_concurrent_sweeps_in_threads_reenqueue_each_entry_once(
     stages: Stages, redis_client: redis.Redis, redis_url: str, app: Celery
-):
+) -> None:
     """Four sweeps started together over 200 overdue entries queue exactly 200 messages."""
     for i in range(200):
         accept_work(stages.journal, f"t-many-{i}")
@@ -279,7 +281,7 @@ def test_concurrent_sweeps_in_threads_reenqueue_each_entry_once(
 
 def test_a_vanished_entry_is_unlisted_with_a_log_line(
     redis_client: redis.Redis, app: Celery, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     """An open-index member whose journal entry expired is dropped, not retried forever."""
     redis_client.zadd(keys.JOURNAL_OPEN, {"t-gone": NOW})
     with caplog.at_level(logging.WARNING, logger="seatwire.sweeper"):
@@ -292,7 +294,7 @@ def test_a_vanished_entry_is_unlisted_with_a_log_line(
 
 def test_a_final_entry_still_listed_is_only_unlisted(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """A final entry found in the open index is dropped from it and never re-enqueued."""
     accept_work(stages.journal, "t-final")
     redis_client.hset(keys.journal("t-final"), "state", "engaged")
@@ -303,7 +305,7 @@ def test_a_final_entry_still_listed_is_only_unlisted(
 
 def test_the_fifth_sweep_dead_letters_a_stuck_entry(
     stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
-):
+) -> None:
     """An entry that never moves is re-enqueued four times, each copy started by a worker
     that makes no progress (deliveries 2..5); the fifth overdue sweep dead-letters it
     (`stuck`) instead: final `dead`, out of the index."""
@@ -343,7 +345,7 @@ def test_the_fifth_sweep_dead_letters_a_stuck_entry(
 
 def test_a_message_still_waiting_in_its_queue_is_never_copied(
     stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
-):
+) -> None:
     """An overdue entry whose message waits in its queue (its pool is down) only has its
     deadline moved, sweep after sweep: one message stays queued, nothing is counted, and
     when the pool comes back its one start dead-letters nothing."""
@@ -365,7 +367,7 @@ def test_a_message_still_waiting_in_its_queue_is_never_copied(
 
 def test_a_message_a_worker_is_running_is_never_copied(
     stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
-):
+) -> None:
     """An overdue entry whose message a worker started (its running mark holds) is not
     re-enqueued; once the mark is gone (the worker died on it), it is."""
     env = accept_work(stages.journal, "t-run")
@@ -385,7 +387,7 @@ def test_a_message_a_worker_is_running_is_never_copied(
 @pytest.mark.parametrize("stage", ["engagement", "guardrails"])
 def test_an_entry_a_stage_just_moved_is_not_copied_before_its_publish(
     stages: Stages, redis_client: redis.Redis, app: Celery, stage: str
-):
+) -> None:
     """A stage moves an entry on (engagement to `decided`, guardrails to `reserved`) and
     publishes the next stage's message a moment later; meanwhile that message is in no queue
     and running nowhere. An entry already past its deadline is then not copied: its deadline
@@ -411,7 +413,7 @@ def test_an_entry_a_stage_just_moved_is_not_copied_before_its_publish(
 
 def test_a_deposed_beats_sweep_claims_nothing(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """A sweep fenced with a token that is not the newest beat term's re-enqueues nothing
     and moves no deadline; with the newest token it sweeps as usual."""
     accept_work(stages.journal, "t-fence")
@@ -429,7 +431,7 @@ def test_a_deposed_beats_sweep_claims_nothing(
 
 def test_a_failed_entry_left_open_goes_to_the_dead_letter_queue(
     stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
-):
+) -> None:
     """A stage's give-up found still open is dead-lettered with its error, never retried."""
     accept_work(stages.journal, "t-failed")
     redis_client.hset(
@@ -448,7 +450,7 @@ def test_a_failed_entry_left_open_goes_to_the_dead_letter_queue(
 
 def test_redeliveries_are_counted_and_the_sixth_is_dead_lettered(
     stages: Stages, redis_client: redis.Redis, letters: DeadLetters
-):
+) -> None:
     """Deliveries 2..5 run (counted before the body); the next one is dead-lettered as
     `worker_lost_loop` with 5 deliveries and is not run; any later copy is acked unrun."""
     env = accept_work(stages.journal, "t-poison")
@@ -472,7 +474,7 @@ def test_redeliveries_are_counted_and_the_sixth_is_dead_lettered(
 
 def test_a_stale_copy_at_the_cap_never_dead_letters_an_entry_that_moved_on(
     stages: Stages, redis_client: redis.Redis, letters: DeadLetters
-):
+) -> None:
     """An engagement message redelivered to the cap while its entry is already at the send
     stage is a stale copy: acked unrun, the live entry untouched, nothing dead-lettered."""
     env = accept_work(stages.journal, "t-moved")
@@ -482,11 +484,14 @@ def test_a_stale_copy_at_the_cap_never_dead_letters_an_entry_that_moved_on(
         letters.count_redelivery("t-moved", queue=Queue.ENGAGEMENT, message=msg, now_ms=NOW)
     d = letters.count_redelivery("t-moved", queue=Queue.ENGAGEMENT, message=msg, now_ms=NOW)
     assert (d.verb, d.state) == ("done", "sending")
-    assert stages.journal.get("t-moved")["state"] == "sending"
+    entry = stages.journal.get("t-moved")
+    assert entry is not None and entry["state"] == "sending"
     assert deadline(redis_client, "t-moved") is not None and letters.count() == 0
 
 
-def test_counters_are_per_stage(stages: Stages, letters: DeadLetters, redis_client: redis.Redis):
+def test_counters_are_per_stage(
+    stages: Stages, letters: DeadLetters, redis_client: redis.Redis
+) -> None:
     """Redeliveries of one stage's message do not count against the next stage's."""
     env = accept_work(stages.journal, "t-stages")
     for _ in range(4):
@@ -518,7 +523,7 @@ def _run_task(app: Celery, task: Task, message: dict[str, Any], *, redelivered: 
 
 def test_the_stage_task_does_not_run_a_message_over_the_cap(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
-):
+) -> None:
     """A redelivered message at the cap is dead-lettered by the stage-start hook and the task
     returns normally (so Celery acks it) without running the stage."""
     app, container = installed
@@ -533,7 +538,7 @@ def test_the_stage_task_does_not_run_a_message_over_the_cap(
 
 def test_a_first_delivery_is_not_counted(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
-):
+) -> None:
     """A message delivered for the first time runs uncounted: it is only marked running
     (for its task time limit, so the sweeper does not copy it meanwhile)."""
     app, container = installed
@@ -551,7 +556,7 @@ def test_a_first_delivery_is_not_counted(
 
 def test_a_redelivery_under_the_cap_is_counted_and_runs(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
-):
+) -> None:
     """A redelivered message under the cap is counted, then runs as usual."""
     app, container = installed
     env = accept_work(container.journal, "t-again")
@@ -573,7 +578,7 @@ def test_a_stage_that_gives_up_dead_letters_with_its_reason(
     redis_client: redis.Redis,
     exc: Exception,
     reason: str,
-):
+) -> None:
     """A permanent error, or a transient one out of retries, ends the entry `failed` (in the
     failed index, as before) and puts the message in the dead-letter queue with why."""
     app, container = installed
@@ -592,20 +597,21 @@ def test_a_stage_that_gives_up_dead_letters_with_its_reason(
 
 def test_a_final_entry_is_never_dead_lettered(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
-):
+) -> None:
     """A stage that fails after its entry became final leaves the entry and the queue be."""
     app, container = installed
     env = accept_work(container.journal, "t-done")
     redis_client.hset(keys.journal("t-done"), "state", "engaged")
     t = app.tasks[Task.ENGAGEMENT.value]
     t.on_failure(PermanentError("late"), "x", (env.to_wire(),), {}, None)
-    assert container.journal.get("t-done")["state"] == "engaged"  # type: ignore[index]
+    entry = container.journal.get("t-done")
+    assert entry is not None and entry["state"] == "engaged"
     assert container.dead_letters.count() == 0
 
 
 def test_a_retry_pushes_the_deadline_past_the_next_try(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
-):
+) -> None:
     """A message in a retry chain is not lost: its deadline moves past this retry's own
     backoff bound (2 s for the first), and not to the 300 s cap: a retry a worker held when
     its connection dropped is re-enqueued by the sweeper soon, not five minutes later."""
@@ -629,7 +635,7 @@ def test_a_retry_pushes_the_deadline_past_the_next_try(
 
 def test_a_parked_message_is_released_when_due_and_not_before(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """A parked send waits in the lot until its due time, then goes back on the send queue
     under its task id and leaves the lot; parking it again replaces it."""
     accept_work(stages.journal, "t-park")
@@ -652,7 +658,7 @@ def test_a_parked_message_is_released_when_due_and_not_before(
 
 def test_a_parked_entry_is_not_taken_for_a_lost_one(
     stages: Stages, redis_client: redis.Redis, app: Celery
-):
+) -> None:
     """Parking moves the entry's deadline past its due time: the sweeper leaves it alone
     until then, and the tick releases it when due."""
     accept_work(stages.journal, "t-quiet")
@@ -666,7 +672,7 @@ def test_a_parked_entry_is_not_taken_for_a_lost_one(
     assert [m["id"] for m in queued(redis_client, Queue.SEND)] == [task_id("t-quiet", Queue.SEND)]
 
 
-def test_release_is_bounded_per_tick(redis_client: redis.Redis, app: Celery):
+def test_release_is_bounded_per_tick(redis_client: redis.Redis, app: Celery) -> None:
     """One tick releases at most a batch of due messages; the next takes the rest."""
     for i in range(7):
         park(redis_client, Task.SEND, f"t-b{i}", {"trackingId": f"t-b{i}"}, NOW + i, "x")
@@ -675,7 +681,7 @@ def test_release_is_bounded_per_tick(redis_client: redis.Redis, app: Celery):
     assert redis_client.llen(Queue.SEND.value) == 7
 
 
-def test_a_deposed_beats_tick_releases_nothing(redis_client: redis.Redis, app: Celery):
+def test_a_deposed_beats_tick_releases_nothing(redis_client: redis.Redis, app: Celery) -> None:
     """A release fenced with a token that is not the newest beat term's takes nothing out of
     the lot; the current leader's token releases it."""
     park(redis_client, Task.SEND, "t-f", {"trackingId": "t-f"}, NOW, "x")
@@ -685,7 +691,7 @@ def test_a_deposed_beats_tick_releases_nothing(redis_client: redis.Redis, app: C
     assert release_due(redis_client, app, now_ms=LATE, fence=3) == 1
 
 
-def test_the_tick_runs_on_the_embedded_stand_in(tmp_path: Any):
+def test_the_tick_runs_on_the_embedded_stand_in(tmp_path: Any) -> None:
     """Embedded mode's in-process tick works on fakeredis with the in-memory broker."""
     import fakeredis
 

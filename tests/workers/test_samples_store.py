@@ -3,6 +3,8 @@ retention, and the two samples the gap reads."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import redis
 
 from contracts.goals import Objective, Sample
@@ -34,7 +36,9 @@ def test_retention_drops_the_oldest_and_their_ids(redis_client: redis.Redis) -> 
     for at in range(1, 6):
         store.record(KEY, _sample(at * 1000, at))
     assert [s.at_ms for s in store.newest(KEY, 10)] == [5000, 4000, 3000]
-    ids = {k.decode() for k in redis_client.hkeys(keys.objective_sample_ids(KEY))}
+    ids = {
+        k.decode() for k in cast("list[bytes]", redis_client.hkeys(keys.objective_sample_ids(KEY)))
+    }
     assert ids == {"3000:method", "4000:method", "5000:method"}
 
 

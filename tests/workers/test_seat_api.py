@@ -25,6 +25,7 @@ from workers.container import Container
 from workers.ingress import seats as seat_routes
 from workers.ingress.app import create_ingress
 from workers.outbound.launchers import Brief, Launchers
+from workers.settings import Settings
 from workers.stages.controller_tick import ControllerTick
 
 pytestmark = pytest.mark.redis
@@ -42,7 +43,7 @@ seats: [{memberId: scout, operatorId: ava}]
 def container(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Container:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token=TOKEN, org_file=org, outbox_path=tmp_path / "o.jsonl"
     )
     c = bootstrap.build_container(settings, client=redis_client)
@@ -79,7 +80,7 @@ def running_turn(c: Container, monkeypatch: pytest.MonkeyPatch) -> str:
     return turn
 
 
-def test_status_and_controls(client: TestClient, container: Container):
+def test_status_and_controls(client: TestClient, container: Container) -> None:
     """GET status reads the record; pause, resume and run-now change it; unknown seat 404."""
     resp = client.get("/v1/seats/scout/status", headers=AUTH)
     assert resp.status_code == 200 and resp.json()["lastDecision"] is None
@@ -92,8 +93,11 @@ def test_status_and_controls(client: TestClient, container: Container):
 
 
 def test_the_outcome_route(
-    client: TestClient, container: Container, published: list[dict[str, Any]], monkeypatch
-):
+    client: TestClient,
+    container: Container,
+    published: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The running turn's outcome goes to the turns stage (202); once settled the same one
     is 200 duplicate, another 409 turn_finished; unknown 409; a bad body 422, unwritten."""
     turn = running_turn(container, monkeypatch)

@@ -13,6 +13,7 @@ from contracts import Mention
 from contracts.messages import OutboundAsk
 from tests.fake_slack import (
     FakeSlack,
+    Fault,
     apply_then_hang,
     apply_then_reset,
     error,
@@ -142,7 +143,9 @@ def test_reconcile_finds_a_post_whose_answer_was_lost_and_proves_absence(
         (error("invalid_auth"), PermanentError),
     ],
 )
-def test_post_failures_are_classed(slack: FakeSlack, fault: object, expected: type) -> None:
+def test_post_failures_are_classed(
+    slack: FakeSlack, fault: Fault, expected: type[Exception]
+) -> None:
     slack.script("chat.postMessage", [fault])
     with pytest.raises(expected) as caught:
         adapter(slack).send(ask(), ctx())

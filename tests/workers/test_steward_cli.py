@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import cast
 
 import pytest
 import redis
@@ -30,10 +31,12 @@ def env(redis_client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPat
 
 
 def dump(r: redis.Redis) -> dict[bytes, bytes | None]:
-    return {k: r.dump(k) for k in r.keys("*")}
+    return {k: r.dump(k) for k in cast("list[bytes]", r.keys("*"))}
 
 
-def test_a_dry_run_prints_the_plan_and_writes_nothing(env: Samples, redis_client: redis.Redis):
+def test_a_dry_run_prints_the_plan_and_writes_nothing(
+    env: Samples, redis_client: redis.Redis
+) -> None:
     before = dump(redis_client)
     done = runner.invoke(cli, ["steward", "run", "--dry-run", "--objective", "deploy-lead-time"])
     assert done.exit_code == 0, done.output
@@ -42,7 +45,7 @@ def test_a_dry_run_prints_the_plan_and_writes_nothing(env: Samples, redis_client
     assert dump(redis_client) == before
 
 
-def test_a_run_dispatches_and_objectives_show_its_decision(env: Samples):
+def test_a_run_dispatches_and_objectives_show_its_decision(env: Samples) -> None:
     done = runner.invoke(cli, ["steward", "run", "--objective", "deploy-lead-time", "--json"])
     assert done.exit_code == 0, done.output
     body = json.loads(done.output)
@@ -53,7 +56,7 @@ def test_a_run_dispatches_and_objectives_show_its_decision(env: Samples):
     assert rows["trial-activation"]["lastDecision"] is None
 
 
-def test_an_override_is_recorded_or_refused_with_its_reason(env: Samples):
+def test_an_override_is_recorded_or_refused_with_its_reason(env: Samples) -> None:
     args = ["steward", "admit", "deploy-lead-time", "Cache dependencies in the deploy pipeline"]
     ok = runner.invoke(cli, [*args, "--by", "ava", "--reason", "release week"])
     assert ok.exit_code == 0, ok.output
@@ -64,7 +67,7 @@ def test_an_override_is_recorded_or_refused_with_its_reason(env: Samples):
     assert honesty.exit_code == 2 and "gates" in honesty.output
 
 
-def test_embedded_mode_is_refused(monkeypatch: pytest.MonkeyPatch):
+def test_embedded_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SEATWIRE_REDIS_URL", raising=False)
     monkeypatch.delenv("SEATWIRE_BROKER_URL", raising=False)
     done = runner.invoke(cli, ["steward", "run", "--dry-run"])

@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
-import httpx
+import httpx2
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -158,15 +158,16 @@ class Harness:
         content: bytes | None = None,
         content_type: str | None = None,
         headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
+    ) -> httpx2.Response:
         """Reset, send one request, and check the invariants every answer must hold."""
         self.reset()
         before = self.snapshot()
         sent = dict(AUTH if headers is None else headers)
         if content_type is not None:
             sent["Content-Type"] = content_type
-        resp: httpx.Response = self.client.request(
-            method, path, params=params, content=content, headers=sent
+        qs = cast("list[tuple[str, str | int | float | bool | None]] | None", params)
+        resp: httpx2.Response = self.client.request(  # TestClient is an httpx2.Client
+            method, path, params=qs, content=content, headers=sent
         )
         SEEN[(endpoint, resp.status_code)] += 1
         shown = (

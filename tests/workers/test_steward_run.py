@@ -76,7 +76,7 @@ def audit_of(audit: StewardAudit, key: str) -> list[str]:
 
 def test_a_run_dispatches_to_the_backlog_once_and_audits_each_decision_once(
     container: Container, steward: StewardRun
-):
+) -> None:
     """Given one off-target sample, a run puts the playbook item on scout's backlog; the next
     run, with that item in flight, adds nothing and audits its own (different) decision; a
     third run deciding the same as the second writes nothing again."""
@@ -103,7 +103,9 @@ def test_a_run_dispatches_to_the_backlog_once_and_audits_each_decision_once(
     assert len(audit_of(container.audit, KEY)) == 4
 
 
-def test_a_proposed_objective_is_audited_as_not_run(container: Container, steward: StewardRun):
+def test_a_proposed_objective_is_audited_as_not_run(
+    container: Container, steward: StewardRun
+) -> None:
     """The proposed objective of the sample org is not run, and the audit says so."""
     result = steward(now_ms=NOW)
     outcomes = {o.objective_key: o.status for o in result.plan.outcomes}
@@ -113,7 +115,7 @@ def test_a_proposed_objective_is_audited_as_not_run(container: Container, stewar
 
 def test_a_held_lease_skips_the_objective(
     container: Container, steward: StewardRun, redis_client: redis.Redis
-):
+) -> None:
     """An objective whose lease another run holds is skipped, said so, and left untouched."""
     post(container, 40, NOW - 1_000)
     redis_client.set(steward_lease(KEY), "someone-else", px=60_000)
@@ -128,7 +130,7 @@ def test_a_held_lease_skips_the_objective(
 
 def test_a_run_releases_its_own_lease(
     container: Container, steward: StewardRun, redis_client: redis.Redis
-):
+) -> None:
     """After a run, the objective's lease is free for the next run."""
     steward(KEY, now_ms=NOW)
     assert redis_client.get(steward_lease(KEY)) is None
@@ -136,7 +138,7 @@ def test_a_run_releases_its_own_lease(
 
 def test_an_escalation_is_one_work_report_and_one_engagement_message(
     container: Container, steward: StewardRun, redis_client: redis.Redis
-):
+) -> None:
     """With its item in flight and a flat trend, the run escalates: one work report is
     journalled and one engagement message enqueued; a rerun adds neither."""
     post(container, 40, NOW - 15 * DAY)  # two weekly periods back: a flat trend
@@ -166,7 +168,7 @@ def test_an_escalation_is_one_work_report_and_one_engagement_message(
 
 def test_the_engagement_stage_asks_the_named_owner(
     container: Container, steward: StewardRun, redis_client: redis.Redis
-):
+) -> None:
     """The escalation's work report, run through the engagement stage, engages gus."""
     post(container, 40, NOW - 15 * DAY)  # two weekly periods back: a flat trend
     post(container, 40, NOW - 1_000)

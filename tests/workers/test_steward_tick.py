@@ -19,6 +19,7 @@ from workers.celery_app import create_app
 from workers.container import Container
 from workers.outbound.proposer import Proposer
 from workers.queues import Task
+from workers.settings import Settings
 from workers.stages.steward_run import StewardRun
 
 pytestmark = pytest.mark.redis
@@ -61,7 +62,7 @@ objectives:
 def container(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[Container]:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token="t", org_file=org, outbox_path=tmp_path / "o.jsonl"
     )
     yield bootstrap.build_container(settings, client=redis_client)
@@ -95,7 +96,7 @@ def test_the_tick_task_runs_every_objective(container: Container) -> None:
     ]
 
 
-def test_collaborate_work_is_dispatched_with_its_claim(container: Container, app: Celery):
+def test_collaborate_work_is_dispatched_with_its_claim(container: Container, app: Celery) -> None:
     """A candidate with a named contributor is COLLABORATE: on the backlog, with the steward
     seat holding its claim; a rerun renews it and adds nothing."""
     sample(container, "pairs", 2)
@@ -112,7 +113,9 @@ def test_collaborate_work_is_dispatched_with_its_claim(container: Container, app
     assert [e.id for e in container.backlog.open_items("seat")] == [dispatch.id]
 
 
-def test_an_override_lets_one_refused_candidate_through_once(container: Container, app: Celery):
+def test_an_override_lets_one_refused_candidate_through_once(
+    container: Container, app: Celery
+) -> None:
     """The third playbook item is refused by the per-run cap; overridden by a named member,
     the next run dispatches it, the audit says who and why, and the override is used up."""
     sample(container, "solo", 2)
@@ -149,7 +152,7 @@ def test_an_override_lets_one_refused_candidate_through_once(container: Containe
 
 def test_a_failing_proposer_is_audited_and_the_playbook_still_used(
     container: Container, app: Celery
-):
+) -> None:
     """With nothing listening at the proposer's address, the run audits `proposer_failed`
     with its reason and still dispatches from the playbook."""
     sample(container, "solo", 2)
@@ -162,7 +165,9 @@ def test_a_failing_proposer_is_audited_and_the_playbook_still_used(
     assert len(result.plan.dispatches) == 2
 
 
-def test_a_dry_run_writes_nothing(container: Container, app: Celery, redis_client: redis.Redis):
+def test_a_dry_run_writes_nothing(
+    container: Container, app: Celery, redis_client: redis.Redis
+) -> None:
     """`preview` plans the same as a run would, and Redis is byte for byte unchanged."""
     sample(container, "solo", 2)
     before = {k: redis_client.dump(k) for k in redis_client.keys("*")}
@@ -176,7 +181,7 @@ def test_a_dry_run_writes_nothing(container: Container, app: Celery, redis_clien
 
 def test_a_run_that_dies_part_way_is_finished_by_the_next(
     container: Container, app: Celery, redis_client: redis.Redis
-):
+) -> None:
     """A run that dies after its first dispatch leaves the second pending; the next run does
     it before planning (which would now refuse it: the first is in flight), and nothing is
     done twice or audited twice."""
@@ -207,7 +212,9 @@ def test_a_run_that_dies_part_way_is_finished_by_the_next(
     assert len(lines) == len(set(lines))
 
 
-def test_closed_work_is_not_planned_again_on_the_same_sample(container: Container, app: Celery):
+def test_closed_work_is_not_planned_again_on_the_same_sample(
+    container: Container, app: Celery
+) -> None:
     """Once the seat closes the two items a sample produced, the next run on that sample does
     not admit them again (they were carried out) and they hold no place under the per-run
     cap: the third candidate, refused by the cap before, is admitted now."""
@@ -229,7 +236,7 @@ def test_closed_work_is_not_planned_again_on_the_same_sample(container: Containe
 
 def test_one_objective_failing_is_written_down_and_the_tick_goes_on(
     container: Container, app: Celery
-):
+) -> None:
     """An objective whose run raises is skipped with the error; the others still run."""
     sample(container, "solo", 2)
     steward = StewardRun.of(container, app)
@@ -249,7 +256,7 @@ def test_one_objective_failing_is_written_down_and_the_tick_goes_on(
     assert len(result.plan.dispatches) == 2
 
 
-def test_a_long_title_is_clipped_to_fit_a_work_report():
+def test_a_long_title_is_clipped_to_fit_a_work_report() -> None:
     """A HANDOFF of a 600-character title becomes a work report whose title fits its 500."""
     from contracts.steward import Dispatch
     from workers.stages.steward_run import work_report_of

@@ -25,7 +25,7 @@ def _decision(work: str, key: str, targets: list[str], surface: str = "dm") -> E
     )
 
 
-def test_tally_subtracts_expired_reservations_and_matches_rows(redis_client: redis.Redis):
+def test_tally_subtracts_expired_reservations_and_matches_rows(redis_client: redis.Redis) -> None:
     """Engaged ops and live reservations count; a lapsed reservation does not, before or
     after anyone purges it; the read-only tally equals the pure tally of the counted rows."""
     ledger = Ledger(redis_client, limits=Limits(), reservation_ttl_ms=60_000)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import fakeredis
 import pytest
@@ -84,6 +84,7 @@ def v1_routes(api: FastAPI) -> set[tuple[str, str]]:
         for route in routes:
             if isinstance(route, APIRoute):
                 if route.path.startswith("/v1"):
+                    assert route.methods is not None  # an APIRoute always has its methods
                     found.update((m, route.path) for m in route.methods)
             elif hasattr(route, "original_router"):  # FastAPI's lazily included router
                 walk(route.original_router.routes)
@@ -163,7 +164,7 @@ def test_only_the_right_role_gets_through_and_a_refusal_writes_nothing(
             wrong += [(bearer(issued_operator), 403, "seat_only")]
         else:
             wrong += [(bearer(scout), 403, "operator_only"), (bearer(tally), 403, "operator_only")]
-        body = {} if method == "POST" else None
+        body: dict[str, Any] | None = {} if method == "POST" else None
         for headers, status, error in wrong:
             before = dump(redis_client)
             resp = client.request(method, url, headers=headers, json=body)
@@ -228,8 +229,8 @@ def test_tokens_are_stored_hashed(redis_client: redis.Redis) -> None:
         store.issue("operator", label="b", now_ms=2)[0],
     ]
     everything = b"".join(
-        k + b"".join(f + v for f, v in redis_client.hgetall(k).items())
-        for k in redis_client.scan_iter()
+        k + b"".join(f + v for f, v in cast("dict[bytes, bytes]", redis_client.hgetall(k)).items())
+        for k in cast("Iterator[bytes]", redis_client.scan_iter())
     )
     for token in raw:
         assert token.encode() not in everything

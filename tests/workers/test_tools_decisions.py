@@ -25,6 +25,7 @@ from workers.container import Container
 from workers.errors import ConfigError
 from workers.ingress.app import create_ingress
 from workers.org import parse_org
+from workers.settings import Settings
 from workers.stores import keys
 
 pytestmark = pytest.mark.redis
@@ -116,7 +117,7 @@ class Api:
 def build(redis_client: redis.Redis, redis_url: str, tmp_path: Path, policy: str) -> Iterator[Api]:
     org = tmp_path / "org.yaml"
     org.write_text(org_text(policy))
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token=TOKEN, org_file=org, outbox_path=tmp_path / "o"
     )
     c = bootstrap.build_container(settings, client=redis_client)

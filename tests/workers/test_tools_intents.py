@@ -22,6 +22,7 @@ from workers.celery_app import create_app
 from workers.container import Container
 from workers.ingress.app import create_ingress
 from workers.queues import Task
+from workers.settings import Settings
 from workers.stages import controller_tick, report_intake
 from workers.stages.controller_tick import ControllerTick
 from workers.stages.turns import Turns
@@ -46,7 +47,7 @@ load()
 def make(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Container:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token="test-token", org_file=org, outbox_path=tmp_path / "o"
     )
     c = bootstrap.build_container(settings, client=redis_client)

@@ -24,6 +24,7 @@ from workers.celery_app import create_app
 from workers.container import Container
 from workers.ingress.app import create_ingress
 from workers.queues import Task
+from workers.settings import Settings
 from workers.stages import report_intake
 from workers.stores.issues import Issues
 
@@ -45,7 +46,9 @@ class Published:
     def __init__(self) -> None:
         self.messages: list[tuple[str, str, dict[str, Any]]] = []
 
-    def __call__(self, app: Celery, task: Task, tracking: str, message: dict[str, Any], **_: Any):
+    def __call__(
+        self, app: Celery, task: Task, tracking: str, message: dict[str, Any], **_: Any
+    ) -> None:
         self.messages.append((task.value, tracking, message))
 
     def of(self, task: Task) -> list[dict[str, Any]]:
@@ -65,7 +68,7 @@ def built(
 ) -> Iterator[tuple[TestClient, Container]]:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token=TOKEN, org_file=org, outbox_path=tmp_path / "o.jsonl"
     )
     app = create_app(settings, register=False)
@@ -80,18 +83,20 @@ def client(built: tuple[TestClient, Container]) -> TestClient:
     return built[0]
 
 
-def tool(client: TestClient, seat: str, name: str, **args: object) -> tuple[int, dict]:
+def tool(client: TestClient, seat: str, name: str, **args: object) -> tuple[int, dict[str, Any]]:
     resp = client.post(f"/v1/seats/{seat}/tools/{name}", headers=AUTH, json=args)
     return resp.status_code, resp.json()
 
 
-def look(client: TestClient, seat: str = "s0", number: int = 7, **args: object) -> dict:
+def look(client: TestClient, seat: str = "s0", number: int = 7, **args: object) -> dict[str, Any]:
     status, body = tool(client, seat, "get_issue_coordination", issue_number=number, **args)
     assert status == 200, body
     return body
 
 
-def act(client: TestClient, seat: str, action: str, rid: str, **args: object) -> tuple[int, dict]:
+def act(
+    client: TestClient, seat: str, action: str, rid: str, **args: object
+) -> tuple[int, dict[str, Any]]:
     args.setdefault("issue_number", 7)
     return tool(client, seat, "coordinate_issue", action=action, client_request_id=rid, **args)
 
@@ -211,7 +216,7 @@ def test_ten_seats_claiming_at_once_leave_one_owner(client: TestClient) -> None:
     """10 threads claim the same issue at once: exactly one owner; every other is a 409 that
     names that owner and the generation."""
     barrier = threading.Barrier(len(SEATS))
-    results: dict[str, tuple[int, dict]] = {}
+    results: dict[str, tuple[int, dict[str, Any]]] = {}
 
     def claim(seat: str) -> None:
         barrier.wait()
@@ -298,7 +303,7 @@ def test_a_replay_returns_the_original_receipt(client: TestClient, built: Any) -
     assert [r["outcome"] for r in container.issues.log(7)] == ["claimed", "released"]
 
 
-def test_a_blocked_report_becomes_one_engagement(client: TestClient, published: Published):
+def test_a_blocked_report_becomes_one_engagement(client: TestClient, published: Published) -> None:
     """A blocked report is a work report to the engagement stage (state blocked, the blocker's
     text, the seat as reporter, one work id per issue, the revision of the report); its
     replay publishes nothing more; a later blocked report is a new revision."""
@@ -361,7 +366,7 @@ def test_a_blocked_report_becomes_one_engagement(client: TestClient, published: 
     ],
 )
 def test_bad_inputs_are_named_and_write_nothing(
-    client: TestClient, redis_client: redis.Redis, args: dict, field: str
+    client: TestClient, redis_client: redis.Redis, args: dict[str, Any], field: str
 ) -> None:
     body = {"issue_number": 7, "client_request_id": "r1", **args}
     status, got = tool(client, "s0", "coordinate_issue", **body)
@@ -448,7 +453,7 @@ def test_a_github_webhook_is_observed_for_the_projects_repository(
 
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url,
         api_token=TOKEN,
         org_file=org,

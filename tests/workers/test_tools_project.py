@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -15,6 +16,7 @@ from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
+from workers.settings import Settings
 
 pytestmark = pytest.mark.redis
 
@@ -39,7 +41,7 @@ seats:
 def client(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[TestClient]:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url, api_token=TOKEN, org_file=org, outbox_path=tmp_path / "o.jsonl"
     )
     app = create_app(settings, register=False)
@@ -48,7 +50,7 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
         yield c
 
 
-def tool(client: TestClient, seat: str, name: str, **args: object) -> tuple[int, dict]:
+def tool(client: TestClient, seat: str, name: str, **args: object) -> tuple[int, dict[str, Any]]:
     resp = client.post(f"/v1/seats/{seat}/tools/{name}", headers=AUTH, json=args)
     return resp.status_code, resp.json()
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -24,6 +24,7 @@ from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
 from workers.ingress.app import create_ingress
+from workers.settings import Settings
 from workers.stores import keys
 from workers.stores.work import WorkItems
 
@@ -50,7 +51,7 @@ def built(
 ) -> Iterator[tuple[TestClient, Container, dict[str, str]]]:
     org = tmp_path / "org.yaml"
     org.write_text(ORG)
-    settings = bootstrap.Settings(
+    settings = Settings(
         redis_url=redis_url,
         api_token=TOKEN,
         org_file=org,
@@ -65,9 +66,10 @@ def built(
 
 def real(name: str, repo: str = REPO, **changes: Any) -> dict[str, Any]:
     """A realworld payload moved to `repo`, with its item's fields changed."""
-    body = json.loads((REALWORLD / name).read_text())
+    body: dict[str, Any] = json.loads((REALWORLD / name).read_text())
     body["repository"]["full_name"] = repo
     item = body.get("pull_request") or body.get("issue") or body.get("milestone")
+    assert item is not None, f"{name} carries no item"
     item.update(changes)
     return body
 
@@ -348,10 +350,16 @@ def test_the_store_is_bounded(redis_client: redis.Redis) -> None:
     assert [store.get("issue", n) is None for n in (3, 4, 5)] == [True, False, False]
     for n in (6, 7, 8):
         store.observe(summary(n, observed_at_ms=6_000))
-    open_now = redis_client.zrange(keys.work_index("issue", "open"), 0, -1, withscores=True)
+    open_now = cast(
+        "list[tuple[bytes, float]]",
+        redis_client.zrange(keys.work_index("issue", "open"), 0, -1, withscores=True),
+    )
     assert [int(s) for _m, s in open_now] == [6, 7, 8]
     store.observe(summary(1, observed_at_ms=6_000))  # the lowest number, but the new one
-    open_now = redis_client.zrange(keys.work_index("issue", "open"), 0, -1, withscores=True)
+    open_now = cast(
+        "list[tuple[bytes, float]]",
+        redis_client.zrange(keys.work_index("issue", "open"), 0, -1, withscores=True),
+    )
     assert [int(s) for _m, s in open_now] == [1, 7, 8]
     assert store.get("issue", 6) is None
 
