@@ -115,16 +115,23 @@ class BenchOrg:
     channels: tuple[tuple[str, str, tuple[str, ...]], ...]  # (id, Slack channel_type, seats)
 
 
-def write_org(directory: Path, seed: int = 7) -> BenchOrg:
-    """The synthetic org with exactly 20 seats, every seat and member with a Slack user id."""
+def seat_name(i: int) -> str:
+    """Seat i's name: the 20 names, then the same with a number (`Scout2`, `Tally2`, ...)."""
+    base = SEAT_NAMES[i % len(SEAT_NAMES)]
+    return base if i < len(SEAT_NAMES) else f"{base}{i // len(SEAT_NAMES) + 1}"
+
+
+def write_org(directory: Path, seed: int = 7, seats: int = 20) -> BenchOrg:
+    """The synthetic org with `seats` seats (20: this bench's), every seat and member with a
+    Slack user id. More seats are more members: the people and the channels stay the same."""
     from bench.synthetic_org import build_org
 
-    syn = build_org(seed=seed)
+    syn = build_org(n_members=1000 + seats - 20, seed=seed, n_seats=seats)
     data = syn.org.to_wire()
-    seats = syn.seats
-    assert len(seats) == 20
-    slack_id = {s: f"U0SEAT{i:04d}" for i, s in enumerate(seats)}
-    name = dict(zip(seats, SEAT_NAMES, strict=True))
+    seat_ids = syn.seats
+    assert len(seat_ids) == seats
+    slack_id = {s: f"U0SEAT{i:04d}" for i, s in enumerate(seat_ids)}
+    name = {s: seat_name(i) for i, s in enumerate(seat_ids)}
     people = []
     for i, m in enumerate(data["members"]):
         if m["id"] in slack_id:
@@ -140,7 +147,7 @@ def write_org(directory: Path, seed: int = 7) -> BenchOrg:
             "names": [name[s]],
             "supervisorId": supervisor[s],
         }
-        for s in seats
+        for s in seat_ids
     ]
     channels = tuple(
         (
@@ -152,7 +159,7 @@ def write_org(directory: Path, seed: int = 7) -> BenchOrg:
     )
     path = directory / "org.json"
     path.write_text(json.dumps(data))
-    return BenchOrg(path, seats, slack_id, name, tuple(people), channels)
+    return BenchOrg(path, seat_ids, slack_id, name, tuple(people), channels)
 
 
 # ---------------------------------------------------------------------------- events

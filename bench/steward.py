@@ -454,10 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     interval_s = float(Settings.model_fields["steward_interval_s"].default)
     if interval_s * 1000 != INTERVAL_MS:
         raise SystemExit(f"the default steward interval is {interval_s} s, not 300 s: update")
-    import workers.stages.steward_run as steward_run
+    # A steward run's engagements are journalled and published by the report intake, the
+    # ingress's own path: its module's `publish` is what goes to the broker.
+    import workers.stages.report_intake as report_intake
 
     meter = Meter()
-    meter.wrap(steward_run, "publish", "broker publish")  # once: a module attribute
+    meter.wrap(report_intake, "publish", "broker publish")  # once: a module attribute
     ticks: list[Tick] = []
     print(
         f"bench.steward: one StewardRun tick on {args.redis_url}, {args.candidates} candidates "

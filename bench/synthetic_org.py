@@ -198,9 +198,12 @@ class SyntheticOrg:
     archived: tuple[str, ...]
 
 
-def build_org(n_members: int = 1000, n_channels: int = 50, seed: int = 7) -> SyntheticOrg:
+def build_org(
+    n_members: int = 1000, n_channels: int = 50, seed: int = 7, n_seats: int = 20
+) -> SyntheticOrg:
+    """`n_members` members in all, `n_seats` of them seats with a supervisor, plus the orphan
+    seat. The same seed and sizes give the same org; the default sizes are every bench's."""
     rng = random.Random(seed)
-    n_seats = 20
     people = n_members - n_seats - 1
     members: list[dict[str, object]] = []
     for i in range(people):
