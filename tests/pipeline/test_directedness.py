@@ -59,57 +59,57 @@ def decide(
 # ---------------------------------------------------------------- messaging, rule by rule
 
 
-def test_own_message_echoed_back_is_own_echo_by_any_alias():
+def test_own_message_echoed_back_is_own_echo_by_any_alias() -> None:
     """A message the seat wrote, under any of its aliases, is its own echo."""
     for author in ("scout", "U0SCOUT", "u0scout", "scout@example.com", "github-scout"):
         assert decide(msg(authorId=author, mentions=["U0SCOUT"])) == (False, None, "own_echo")
 
 
-def test_channel_the_seat_may_not_read_is_not_visible():
+def test_channel_the_seat_may_not_read_is_not_visible() -> None:
     """A channel outside the seat's visible set is never acted on, even with a mention."""
     assert decide(msg(channel="C-SECRET", mentions=["U0SCOUT"])) == (False, None, "not_visible")
 
 
-def test_unknown_visibility_never_blocks():
+def test_unknown_visibility_never_blocks() -> None:
     """Without visibility facts, a mention still reaches the seat."""
     assert decide(msg(channel="C9", mentions=["U0SCOUT"]), facts={}) == (True, "mention", "mention")
 
 
 @pytest.mark.parametrize("kind,channel", [("DM", "D1"), ("GROUP_DM", "G1")])
-def test_direct_conversation_the_seat_is_in_is_dm(kind: str, channel: str):
+def test_direct_conversation_the_seat_is_in_is_dm(kind: str, channel: str) -> None:
     """A DM or group DM the seat is a member of is directed, whatever it says."""
     assert decide(msg(channel=channel, channelKind=kind, body="hi")) == (True, "dm", "dm")
 
 
-def test_dm_channel_the_seat_is_not_a_member_of_is_not_a_dm():
+def test_dm_channel_the_seat_is_not_a_member_of_is_not_a_dm() -> None:
     """Membership must be known: a DM channel the seat is not in falls through to ambient."""
     facts = {**FACTS, "memberChannelIds": ["C1"]}
     assert decide(msg(channel="D1", channelKind="DM"), facts=facts) == (False, None, "ambient")
 
 
-def test_reply_to_my_message_is_a_thread_reply():
+def test_reply_to_my_message_is_a_thread_reply() -> None:
     """A reply whose parent the seat wrote is directed as reply_to_me."""
     got = decide(msg(parentAuthorId="U0SCOUT", thread="t-x"))
     assert got == (True, "thread_reply", "reply_to_me")
 
 
-def test_structured_mention_by_provider_id_reaches_a_seat_configured_by_slug():
+def test_structured_mention_by_provider_id_reaches_a_seat_configured_by_slug() -> None:
     """mentions[] keyed by the Slack id reaches the seat whose member id is its slug."""
     assert decide(msg(mentions=["U0ANN", "U0SCOUT"])) == (True, "mention", "mention")
 
 
-def test_structured_mention_by_slug_reaches_the_seat_too():
+def test_structured_mention_by_slug_reaches_the_seat_too() -> None:
     """mentions[] keyed by the member id (slug) matches case-insensitively."""
     assert decide(msg(mentions=["SCOUT"])) == (True, "mention", "mention")
 
 
-def test_name_in_prose_counts_only_when_nobody_is_mentioned():
+def test_name_in_prose_counts_only_when_nobody_is_mentioned() -> None:
     """'@Scout' in the text is a mention of last resort, reason named."""
     assert decide(msg(body="can @Scout look at this?")) == (True, "mention", "named")
     assert decide(msg(body="Scout, are you there")) == (True, "mention", "named")
 
 
-def test_prose_naming_me_is_ignored_when_mentions_name_someone_else():
+def test_prose_naming_me_is_ignored_when_mentions_name_someone_else() -> None:
     """A populated mentions[] says who it is for: prose naming the seat does not override."""
     assert decide(msg(body="ask Scout later", mentions=["U0ANN"])) == (False, None, "ambient")
 
@@ -118,24 +118,24 @@ def test_prose_naming_me_is_ignored_when_mentions_name_someone_else():
     "body",
     ["scouting the area", "mail scout@example.com", "see Scout.md", "@scoutbot do it", "boy-scout"],
 )
-def test_name_inside_other_words_is_not_naming_the_seat(body: str):
+def test_name_inside_other_words_is_not_naming_the_seat(body: str) -> None:
     """Only the whole name counts: not a longer word, an address, a path or a handle."""
     assert decide(msg(body=body)) == (False, None, "ambient")
 
 
-def test_thread_the_seat_spoke_or_was_named_in_is_a_thread_reply():
+def test_thread_the_seat_spoke_or_was_named_in_is_a_thread_reply() -> None:
     """Later messages in a thread the seat took part in are directed to it."""
     assert decide(msg(thread="t-spoke")) == (True, "thread_reply", "thread_participant")
     assert decide(msg(thread="t-named")) == (True, "thread_reply", "thread_participant")
 
 
-def test_anything_else_is_ambient():
+def test_anything_else_is_ambient() -> None:
     """Chatter that addresses nobody, or others, is ambient."""
     assert decide(msg(body="lunch?")) == (False, None, "ambient")
     assert decide(msg(mentions=["U0ANN"])) == (False, None, "ambient")
 
 
-def test_rule_order_first_match_wins():
+def test_rule_order_first_match_wins() -> None:
     """Own echo beats visibility, visibility beats DM, DM beats reply, reply beats mention."""
     assert decide(msg(authorId="scout", channel="C-SECRET")) == (False, None, "own_echo")
     assert decide(msg(channel="C-SECRET", channelKind="DM"))[2] == "not_visible"
@@ -154,7 +154,9 @@ def test_rule_order_first_match_wins():
         (msg(thread="t-spoke"), "thread_reply"),
     ],
 )
-def test_disabled_surface_turns_yes_into_surface_disabled(candidate: dict[str, Any], surface: str):
+def test_disabled_surface_turns_yes_into_surface_disabled(
+    candidate: dict[str, Any], surface: str
+) -> None:
     """A seat that switched a surface off is told so, never silently addressed."""
     seat = {**SEAT, "surfaces": {surface: False}}
     assert decide(candidate, seat=seat) == (False, None, "surface_disabled")
@@ -165,7 +167,7 @@ def test_disabled_surface_turns_yes_into_surface_disabled(candidate: dict[str, A
 # ---------------------------------------------------------------- board, calling, calendar
 
 
-def test_board_rules_in_order():
+def test_board_rules_in_order() -> None:
     """Board: own echo, visibility, assigned, review requested, mention, activity, ambient."""
     facts = {"visibleRepoIds": ["acme/api"], "ownedItemIds": ["acme/api#9"]}
     assert (
@@ -212,7 +214,7 @@ def test_board_rules_in_order():
     assert decide(board(action="commented"), facts=facts) == (False, None, "ambient")
 
 
-def test_a_review_of_the_seats_own_or_assigned_pull_request_is_a_review():
+def test_a_review_of_the_seats_own_or_assigned_pull_request_is_a_review() -> None:
     """pull_request_review submitted on a PR the seat opened or is assigned: `review`, whatever
     its state; on a PR the seat only follows, a thread reply; on any other, ambient."""
     facts = {"ownedItemIds": ["acme/api#9"]}
@@ -231,7 +233,7 @@ def test_a_review_of_the_seats_own_or_assigned_pull_request_is_a_review():
     assert decide(own, facts=facts)[2] == "own_echo"
 
 
-def test_a_withdrawn_review_request_reaches_the_seat_it_was_asked_of():
+def test_a_withdrawn_review_request_reaches_the_seat_it_was_asked_of() -> None:
     """review_request_removed naming the seat is a follow-up on the review_request surface;
     naming someone else, it is ambient."""
     removed = board(action="review_request_removed", reviewerIds=["scout"])
@@ -240,7 +242,7 @@ def test_a_withdrawn_review_request_reaches_the_seat_it_was_asked_of():
     assert decide(other) == (False, None, "ambient")
 
 
-def test_a_followed_item_hears_of_comments_and_reviews_but_not_of_edits():
+def test_a_followed_item_hears_of_comments_and_reviews_but_not_of_edits() -> None:
     """An item in ownedItemIds (followed): comments and reviews are thread replies; an edit
     without a new mention of the seat is ambient."""
     facts = {"ownedItemIds": ["acme/api#9"]}
@@ -258,26 +260,26 @@ def test_a_followed_item_hears_of_comments_and_reviews_but_not_of_edits():
         board(actorId="B0SCOUTAPP", action="commented", mentions=["scout"]),
     ],
 )
-def test_a_post_by_any_identity_of_the_seats_app_is_own_echo(candidate: dict[str, Any]):
+def test_a_post_by_any_identity_of_the_seats_app_is_own_echo(candidate: dict[str, Any]) -> None:
     """The seat's app's `bot_id` (ownIds) authors its own posts: `own_echo` whatever the post
     says, even naming or mentioning the seat, in a DM or on a board."""
     seat = {**SEAT, "ownIds": ["B0SCOUTAPP"]}
     assert decide(candidate, seat=seat)[2] == "own_echo"
 
 
-def test_an_own_identity_is_never_a_mention():
+def test_an_own_identity_is_never_a_mention() -> None:
     """ownIds mark an echo only: a mention of one addresses nobody."""
     seat = {**SEAT, "ownIds": ["U0SHAREDBOT"]}
     assert decide(msg(mentions=["U0SHAREDBOT"]), seat=seat)[2] == "ambient"
 
 
-def test_a_seat_contracts_bot_identities_count():
+def test_a_seat_contracts_bot_identities_count() -> None:
     """A `Seat` with slackBotId is read by attribute: its bot's post is its own echo."""
     seat = Seat.model_validate({"memberId": "scout", "slackBotId": "B0SCOUTAPP"})
     assert resolve_directed(msg(authorId="B0SCOUTAPP", body="scout"), seat).reason == "own_echo"
 
 
-def test_calling_rules():
+def test_calling_rules() -> None:
     """Calling: the seat's own call is an echo; being a callee is directed; else ambient."""
 
     def call(**kw: Any) -> dict[str, Any]:
@@ -295,7 +297,7 @@ def test_calling_rules():
 
 
 @pytest.mark.parametrize("action", ["invite", "update", "cancel"])
-def test_calendar_rules(action: str):
+def test_calendar_rules(action: str) -> None:
     """Calendar: own change is an echo; an attendee of an invite, update or cancel is directed."""
 
     def cal(**kw: Any) -> dict[str, Any]:
@@ -312,7 +314,7 @@ def test_calendar_rules(action: str):
     assert decide(cal(organizerId="ann", attendeeIds=["bob"])) == (False, None, "ambient")
 
 
-def test_unknown_family_is_an_explicit_no():
+def test_unknown_family_is_an_explicit_no() -> None:
     """A dict with a family the rules do not know gets a reason, not a silent default."""
     assert decide({"family": "fax"}) == (False, None, "unsupported_family")
 
@@ -320,7 +322,7 @@ def test_unknown_family_is_an_explicit_no():
 # ---------------------------------------------------------------- shapes
 
 
-def test_contracts_and_dicts_give_the_same_verdict():
+def test_contracts_and_dicts_give_the_same_verdict() -> None:
     """The function accepts the contracts as well as their camelCase dicts."""
     candidate = msg(mentions=["U0SCOUT"], thread="t-1")
     as_models = resolve_directed(
@@ -332,13 +334,13 @@ def test_contracts_and_dicts_give_the_same_verdict():
     assert as_models.why
 
 
-def test_alias_set_is_trimmed_and_case_insensitive():
+def test_alias_set_is_trimmed_and_case_insensitive() -> None:
     """The seat's identity is its member id plus every alias, trimmed and case-folded."""
     assert aliases_of(SEAT) == {"scout", "u0scout", "scout@example.com", "github-scout"}
 
 
 @given(st.lists(st.sampled_from(["U0ANN", "U0BOB", "bob", "C1"]), max_size=4), st.text(max_size=40))
-def test_never_directed_without_addressing_the_seat(mentions: list[str], body: str):
+def test_never_directed_without_addressing_the_seat(mentions: list[str], body: str) -> None:
     """A public message by someone else, outside any known thread, that neither mentions nor
     names the seat is never directed to it."""
     body = body.replace("Scout", "").replace("scout", "")

@@ -198,7 +198,7 @@ def test_a_private_listed_channel_is_hidden_from_seats_outside_it() -> None:
     }
 
 
-def test_a_message_by_a_seats_app_is_found_as_its_echo():
+def test_a_message_by_a_seats_app_is_found_as_its_echo() -> None:
     """A message whose author is only a seat's bot_id (ownIds) is that seat's own echo in the
     fan-out, though it names the seat and nobody is mentioned."""
     roster = Roster.of([seat("scout", ["U0SCOUT"], ["Scout"], [], ("B0SCOUTAPP",))])

@@ -96,7 +96,9 @@ def inbox_ids(r: redis.Redis, seat: str) -> list[str]:
     return [i.delivery_id for i in Inbox(r).updates(seat).items]
 
 
-def test_a_mention_reaches_only_the_seat_it_names(stages: Stages, redis_client: redis.Redis):
+def test_a_mention_reaches_only_the_seat_it_names(
+    stages: Stages, redis_client: redis.Redis
+) -> None:
     """Every seat gets a verdict; the mentioned one gets an inbox item and a notice."""
     event = slack("1.0", body="<@U0SCOUT> can you check?", mentions=("U0SCOUT",))
     assert resolve(stages, event) == {
@@ -114,7 +116,7 @@ def test_a_mention_reaches_only_the_seat_it_names(stages: Stages, redis_client: 
 
 def test_an_event_for_nobody_is_written_down_for_every_seat(
     stages: Stages, redis_client: redis.Redis
-):
+) -> None:
     """Ambient is a recorded outcome with a reason per seat, never a silent drop."""
     event = slack("2.0", body="deploy went out")
     assert resolve(stages, event) == {"scout": (False, "ambient"), "tally": (False, "ambient")}
@@ -124,7 +126,7 @@ def test_an_event_for_nobody_is_written_down_for_every_seat(
     assert inbox_ids(redis_client, "scout") == inbox_ids(redis_client, "tally") == []
 
 
-def test_a_redelivered_event_changes_nothing(stages: Stages, redis_client: redis.Redis):
+def test_a_redelivered_event_changes_nothing(stages: Stages, redis_client: redis.Redis) -> None:
     """Idempotent per (event, seat): one item, one notice, the first verdicts kept."""
     event = slack("3.0", body="<@U0SCOUT> and <@U0TALLY>?", mentions=("U0SCOUT", "U0TALLY"))
     env = accepted(stages, event)
@@ -138,7 +140,7 @@ def test_a_redelivered_event_changes_nothing(stages: Stages, redis_client: redis
     assert stages.inbound.notices("scout") == 1
 
 
-def test_a_private_channel_the_seat_is_not_in_is_not_acted_on(stages: Stages):
+def test_a_private_channel_the_seat_is_not_in_is_not_acted_on(stages: Stages) -> None:
     """C-REVIEW is private to ben, chloe and scout: tally mentioned there must not act."""
     event = slack("4.0", channel="C-REVIEW", kind="PRIVATE", mentions=("U0TALLY", "U0SCOUT"))
     assert resolve(stages, event) == {
@@ -147,7 +149,7 @@ def test_a_private_channel_the_seat_is_not_in_is_not_acted_on(stages: Stages):
     }
 
 
-def test_a_dm_delivered_to_a_seat_reaches_it(stages: Stages):
+def test_a_dm_delivered_to_a_seat_reaches_it(stages: Stages) -> None:
     """An IM the org file does not list is the seat's when Slack delivered it to the seat's
     own user; learned once, later messages there reach it without the audience."""
     first = slack(
@@ -158,7 +160,7 @@ def test_a_dm_delivered_to_a_seat_reaches_it(stages: Stages):
     assert resolve(stages, later)["scout"] == (True, "dm")
 
 
-def test_a_thread_the_seat_was_named_in_keeps_reaching_it(stages: Stages):
+def test_a_thread_the_seat_was_named_in_keeps_reaching_it(stages: Stages) -> None:
     """Named in a top-level message, the seat hears the replies in its thread that name
     nobody; the other seat does not."""
     resolve(stages, slack("6.0", body="Scout, the migration is yours"))
@@ -169,7 +171,7 @@ def test_a_thread_the_seat_was_named_in_keeps_reaching_it(stages: Stages):
     }
 
 
-def test_the_seats_own_message_is_an_echo_that_makes_its_thread_followed(stages: Stages):
+def test_the_seats_own_message_is_an_echo_that_makes_its_thread_followed(stages: Stages) -> None:
     """The seat's own message is not news to it, but replies under it are."""
     mine = slack("7.0", author="U0SCOUT", body="I will take the migration")
     assert resolve(stages, mine)["scout"] == (False, "own_echo")
@@ -177,7 +179,7 @@ def test_the_seats_own_message_is_an_echo_that_makes_its_thread_followed(stages:
     assert resolve(stages, reply)["scout"] == (True, "thread_participant")
 
 
-def test_what_a_seat_sends_joins_it_to_that_thread(stages: Stages):
+def test_what_a_seat_sends_joins_it_to_that_thread(stages: Stages) -> None:
     """After the send stage posts an ask, a reply in the thread it started reaches the seat."""
     work = {
         "id": "billing-migration",
@@ -210,7 +212,7 @@ def test_what_a_seat_sends_joins_it_to_that_thread(stages: Stages):
     assert resolve(stages, other)["scout"] == (True, "thread_participant")
 
 
-def test_an_event_whose_journal_entry_is_gone_is_a_permanent_failure(stages: Stages):
+def test_an_event_whose_journal_entry_is_gone_is_a_permanent_failure(stages: Stages) -> None:
     """Nothing is recorded for an event the journal never accepted: the task gives up loudly."""
     event = slack("9.0", mentions=("U0SCOUT",))
     env = InboundEnvelope(tracking_id="ev-missing", accepted_at_ms=NOW, candidate=event)
@@ -232,7 +234,7 @@ def give_up(r: redis.Redis, env: InboundEnvelope, error: str) -> str:
 
 def test_a_failed_entry_replayed_is_resolved_and_leaves_the_failed_index(
     stages: Stages, redis_client: redis.Redis
-):
+) -> None:
     event = slack("10.0", mentions=("U0SCOUT",))
     env = accepted(stages, event)
     give_up(redis_client, env, "boom")
@@ -242,7 +244,7 @@ def test_a_failed_entry_replayed_is_resolved_and_leaves_the_failed_index(
     assert redis_client.zscore(keys.JOURNAL_FAILED, env.tracking_id) is None
 
 
-def test_trace_lists_directed_seats_first_with_positions(stages: Stages):
+def test_trace_lists_directed_seats_first_with_positions(stages: Stages) -> None:
     event = slack("11.0", mentions=("U0TALLY",))
     resolve(stages, event)
     trace = stages.inbound.trace(event.delivery_id)
@@ -254,7 +256,7 @@ def test_trace_lists_directed_seats_first_with_positions(stages: Stages):
 
 def test_a_stage_giving_up_after_its_write_does_not_reopen_the_event(
     stages: Stages, redis_client: redis.Redis
-):
+) -> None:
     """The script landed, then the task failed (its reply lost): the entry stays resolved,
     and a replay writes nothing twice. A failure for an entry that is gone writes nothing."""
     event = slack("12.0", mentions=("U0SCOUT",))
@@ -269,7 +271,9 @@ def test_a_stage_giving_up_after_its_write_does_not_reopen_the_event(
     assert not redis_client.exists(keys.journal("ev-gone"))
 
 
-def test_a_seat_answers_to_its_members_aliases_too(redis_client: redis.Redis, tmp_path: Any):
+def test_a_seat_answers_to_its_members_aliases_too(
+    redis_client: redis.Redis, tmp_path: Any
+) -> None:
     """A Slack id written on the member only (not repeated on the seat) still makes `<@U…>`
     a mention of the seat, and the seat's own message an echo, not an item in its inbox."""
     org = tmp_path / "org.yaml"
@@ -321,7 +325,7 @@ def github(n: int, action: str, *, actor: str = "ava", **board: Any) -> Candidat
 )
 def test_a_seat_follows_a_board_item_it_is_involved_in(
     stages: Stages, redis_client: redis.Redis, first: Candidate
-):
+) -> None:
     """Mentioned in, commented on, opened, asked to review or assigned: the item's later
     comments and reviews reach the seat as thread replies; other seats hear nothing; the
     fact fades FACT_TTL_MS after the seat's last involvement."""
@@ -340,7 +344,7 @@ def test_a_seat_follows_a_board_item_it_is_involved_in(
 
 def test_a_seats_bot_id_from_the_org_file_makes_its_post_an_echo(
     stages: Stages, redis_client: redis.Redis
-):
+) -> None:
     """`slackBotId` on a seat (examples/org.yaml gives scout B0SCOUT001): a post carrying only
     that bot_id, naming the seat, is its own echo and never reaches its inbox."""
     event = slack("9.0", author="B0SCOUT001", body="Scout here: the billing copy is done.")
@@ -348,7 +352,9 @@ def test_a_seats_bot_id_from_the_org_file_makes_its_post_an_echo(
     assert inbox_ids(redis_client, "scout") == []
 
 
-def test_auth_test_names_the_seat_whose_bot_posts(stages: Stages, redis_client: redis.Redis):
+def test_auth_test_names_the_seat_whose_bot_posts(
+    stages: Stages, redis_client: redis.Redis
+) -> None:
     """auth.test's bot user is tally's alias: its bot_id becomes tally's own identity, so a
     bot_id-only post naming Tally is tally's echo; scout is not affected."""
     said = learn_slack_identity(stages.org, {"user_id": "U0TALLY", "bot_id": "B0TALLYAPP"})
@@ -359,7 +365,7 @@ def test_auth_test_names_the_seat_whose_bot_posts(stages: Stages, redis_client: 
 
 def test_a_bot_no_seat_answers_to_is_every_seats_echo_and_nobodys_mention(
     stages: Stages, redis_client: redis.Redis
-):
+) -> None:
     """One app token for the whole org: its posts are every seat's own echo (a seat must not
     answer what Seatwire itself posted), and a mention of that bot addresses no one seat."""
     learn_slack_identity(stages.org, {"user_id": "U0SHARED", "bot_id": "B0SHARED"})
@@ -371,7 +377,7 @@ def test_a_bot_no_seat_answers_to_is_every_seats_echo_and_nobodys_mention(
 
 def test_learned_identities_survive_a_reload_of_the_org_file(
     redis_client: redis.Redis, tmp_path: Any
-):
+) -> None:
     """A changed org file is re-read with what auth.test taught still applied."""
     org = tmp_path / "org.yaml"
     org.write_text(BUNDLED_ORG.read_text())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -53,7 +53,9 @@ def _queued(r: redis.Redis) -> int:
     return int(r.llen("engagement"))
 
 
-def test_accepted_report_is_journalled_and_enqueued(client: TestClient, redis_client: redis.Redis):
+def test_accepted_report_is_journalled_and_enqueued(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """A valid report gets 202 with its tracking id, a journal entry and one queued task."""
     resp = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
     assert resp.status_code == 202, resp.text
@@ -63,11 +65,11 @@ def test_accepted_report_is_journalled_and_enqueued(client: TestClient, redis_cl
     entry = redis_client.hgetall(keys.journal(body["trackingId"]))
     assert entry[b"state"] == b"accepted" and b"enqueuedAtMs" in entry
     assert _queued(redis_client) == 1
-    message = json.loads(redis_client.lindex("engagement", 0))
+    message = json.loads(cast(bytes, redis_client.lindex("engagement", 0)))  # one task, above
     assert message["headers"]["id"] == f"{body['trackingId']}:engagement"
 
 
-def test_reposted_report_is_a_noop(client: TestClient, redis_client: redis.Redis):
+def test_reposted_report_is_a_noop(client: TestClient, redis_client: redis.Redis) -> None:
     """Posting the same (seat, work, revision) again answers 'duplicate' and enqueues nothing."""
     first = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH).json()
     again = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
@@ -77,7 +79,9 @@ def test_reposted_report_is_a_noop(client: TestClient, redis_client: redis.Redis
     assert _queued(redis_client) == 1
 
 
-def test_seat_alias_resolves_to_the_same_event(client: TestClient, redis_client: redis.Redis):
+def test_seat_alias_resolves_to_the_same_event(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """A seat addressed by an alias is the same seat: same tracking id, still one task."""
     first = client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH).json()
     again = client.post("/v1/seats/U0SCOUT/work", json=BLOCKED, headers=AUTH).json()
@@ -85,7 +89,7 @@ def test_seat_alias_resolves_to_the_same_event(client: TestClient, redis_client:
     assert _queued(redis_client) == 1
 
 
-def test_new_revision_is_a_new_event(client: TestClient, redis_client: redis.Redis):
+def test_new_revision_is_a_new_event(client: TestClient, redis_client: redis.Redis) -> None:
     """A higher revision of the same work is a new report."""
     client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
     resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "revision": 2}, headers=AUTH)
@@ -95,7 +99,7 @@ def test_new_revision_is_a_new_event(client: TestClient, redis_client: redis.Red
 
 def test_revision_reused_with_other_content_is_a_conflict(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """The same revision with a different body is a 409, not a silently ignored change."""
     client.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
     resp = client.post("/v1/seats/scout/work", json={**BLOCKED, "title": "Other"}, headers=AUTH)
@@ -140,7 +144,7 @@ def test_refused_requests_change_nothing(
     headers: dict[str, str],
     status: int,
     error: str,
-):
+) -> None:
     """Every refusal has its status and error, and nothing is journalled or enqueued."""
     resp = client.post(path, json=body, headers=headers)
     assert resp.status_code == status, resp.text
@@ -148,7 +152,7 @@ def test_refused_requests_change_nothing(
     assert _journal_keys(redis_client) == [] and _queued(redis_client) == 0
 
 
-def test_invalid_report_names_the_field(client: TestClient):
+def test_invalid_report_names_the_field(client: TestClient) -> None:
     """A 422 names the field that is wrong, nested path included."""
     resp = client.post(
         "/v1/seats/scout/work", json={**BLOCKED, "blocker": {"kind": "budget"}}, headers=AUTH
@@ -161,7 +165,7 @@ def test_invalid_report_names_the_field(client: TestClient):
     assert [d["field"] for d in resp.json()["detail"]] == ["selfServeExhaused"]
 
 
-def test_malformed_json_is_422(client: TestClient, redis_client: redis.Redis):
+def test_malformed_json_is_422(client: TestClient, redis_client: redis.Redis) -> None:
     """A body that is not JSON is a 422 and changes nothing."""
     resp = client.post(
         "/v1/seats/scout/work",
@@ -172,7 +176,7 @@ def test_malformed_json_is_422(client: TestClient, redis_client: redis.Redis):
     assert _journal_keys(redis_client) == []
 
 
-def test_wrong_content_type_is_415(client: TestClient, redis_client: redis.Redis):
+def test_wrong_content_type_is_415(client: TestClient, redis_client: redis.Redis) -> None:
     """Form data is refused with 415 before anything is read into the journal."""
     resp = client.post(
         "/v1/seats/scout/work",
@@ -183,7 +187,7 @@ def test_wrong_content_type_is_415(client: TestClient, redis_client: redis.Redis
     assert _journal_keys(redis_client) == []
 
 
-def test_body_over_one_mebibyte_is_413(client: TestClient, redis_client: redis.Redis):
+def test_body_over_one_mebibyte_is_413(client: TestClient, redis_client: redis.Redis) -> None:
     """A body over 1 MiB is a 413, declared length or not, and nothing is journalled."""
     big = json.dumps({**BLOCKED, "summary": "x" * (1024 * 1024)}).encode()
     resp = client.post(
@@ -204,7 +208,7 @@ def test_body_over_one_mebibyte_is_413(client: TestClient, redis_client: redis.R
     assert _journal_keys(redis_client) == [] and _queued(redis_client) == 0
 
 
-def test_redis_down_is_503_with_retry_after(redis_url: str, tmp_path: Any):
+def test_redis_down_is_503_with_retry_after(redis_url: str, tmp_path: Any) -> None:
     """With the stores' Redis unreachable the answer is 503 + Retry-After, never 2xx."""
     settings = _settings("redis://127.0.0.1:1/0", outbox_path=tmp_path / "o.jsonl")
     app = create_app(_settings(redis_url), register=False)
@@ -221,7 +225,7 @@ def test_redis_down_is_503_with_retry_after(redis_url: str, tmp_path: Any):
 
 def test_broker_down_is_503_and_a_retry_enqueues(
     redis_client: redis.Redis, redis_url: str, tmp_path: Any
-):
+) -> None:
     """Broker unreachable: 503; the entry waits unenqueued, and the client's retry enqueues it."""
     settings = _settings(
         redis_url, broker_url="redis://127.0.0.1:1/0", outbox_path=tmp_path / "o.jsonl"
@@ -246,7 +250,7 @@ def test_broker_down_is_503_and_a_retry_enqueues(
     assert b"enqueuedAtMs" in redis_client.hgetall(keys.journal(tracking))
 
 
-def test_health_ready_and_openapi(client: TestClient):
+def test_health_ready_and_openapi(client: TestClient) -> None:
     """healthz is up, readyz sees Redis and the broker, and the OpenAPI document is served."""
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
@@ -269,7 +273,7 @@ def test_health_ready_and_openapi(client: TestClient):
         assert {"200", "401", "413", "415", "503"} <= set(operation["responses"])
 
 
-def test_ledger_and_work_need_the_token(client: TestClient):
+def test_ledger_and_work_need_the_token(client: TestClient) -> None:
     """Reading the ledger or a tracking id needs the bearer token too."""
     assert client.get("/v1/ledger").status_code == 401
     assert client.get("/v1/work/wr-x").status_code == 401
@@ -279,7 +283,7 @@ def test_ledger_and_work_need_the_token(client: TestClient):
 
 def test_over_budget_is_503_and_the_retry_lands_once(
     redis_client: redis.Redis, redis_url: str, tmp_path: Any
-):
+) -> None:
     """Journal-and-enqueue that overruns the ingress budget answers 503 (never a late 2xx);
     the sender's retry is then accepted or recognised, and one task is queued."""
     slow = _settings(redis_url, outbox_path=tmp_path / "o.jsonl", ingress_budget_s=1e-6)
@@ -302,7 +306,7 @@ def test_over_budget_is_503_and_the_retry_lands_once(
     assert _queued(redis_client) == 1
 
 
-def test_updates_and_ack_over_http(client: TestClient, redis_client: redis.Redis):
+def test_updates_and_ack_over_http(client: TestClient, redis_client: redis.Redis) -> None:
     """The inbox is read and acknowledged over HTTP; a bad or premature ack changes nothing."""
     from contracts import Candidate, Directedness
     from tests.fakes import place

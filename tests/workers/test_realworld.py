@@ -14,9 +14,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -40,6 +39,9 @@ from workers.queues import Queue
 from workers.settings import Settings
 from workers.stages.directedness import Directedness
 from workers.stores import keys
+
+if TYPE_CHECKING:
+    import httpx2  # what Starlette's TestClient is built on (for the annotations only)
 
 REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld"
 if not REALWORLD.is_dir():  # the worktree may sit elsewhere; the shared folder is /work/shared
@@ -119,10 +121,11 @@ class World:
         }
 
     def inbox(self, seat: str) -> list[dict[str, Any]]:
-        return [json.loads(f[b"item"]) for _id, f in self.r.xrange(keys.inbox(seat))]
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", self.r.xrange(keys.inbox(seat)))
+        return [json.loads(f[b"item"]) for _id, f in entries]
 
 
-def _json(resp: httpx.Response) -> dict[str, Any]:
+def _json(resp: httpx2.Response) -> dict[str, Any]:
     try:
         body = resp.json()
     except ValueError:

@@ -13,12 +13,11 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
-import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -36,6 +35,9 @@ from workers.queues import Queue, Task, task_id
 from workers.settings import Settings
 from workers.stores import keys
 from workers.stores.inbound import inbound_tracking_id
+
+if TYPE_CHECKING:
+    import httpx2  # what Starlette's TestClient is built on (for the annotations only)
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -157,7 +159,7 @@ def entries(r: redis.Redis) -> dict[str, dict[str, str]]:
     for key in r.scan_iter(match=keys.journal("ev-*")):
         name = key.decode()
         if not name.endswith(":seats"):
-            fields = r.hgetall(key)
+            fields = cast("dict[bytes, bytes]", r.hgetall(key))  # no decode_responses
             found[name.removeprefix(keys.journal(""))] = {
                 k.decode(): v.decode() for k, v in fields.items()
             }
@@ -186,7 +188,7 @@ def snapshot(r: redis.Redis) -> dict[bytes, Any]:
     for name in names:
         pipe.type(name)
     types = pipe.execute()
-    readers = {
+    readers: dict[bytes, Callable[[bytes], object]] = {
         b"hash": pipe.hgetall,
         b"list": lambda k: pipe.lrange(k, 0, -1),
         b"zset": lambda k: pipe.zrange(k, 0, -1, withscores=True),
@@ -199,7 +201,7 @@ def snapshot(r: redis.Redis) -> dict[bytes, Any]:
     return dict(zip(names, pipe.execute(), strict=True))
 
 
-def assert_refused(resp: httpx.Response, status: int, error: str) -> None:
+def assert_refused(resp: httpx2.Response, status: int, error: str) -> None:
     assert resp.status_code == status, resp.text
     body = resp.json()
     assert body["error"] == error, body
@@ -235,20 +237,20 @@ def client(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
         yield c
 
 
-def post_slack(client: TestClient, body: bytes, headers: Headers | None = None) -> httpx.Response:
+def post_slack(client: TestClient, body: bytes, headers: Headers | None = None) -> httpx2.Response:
     return client.post("/webhooks/slack", content=body, headers=headers or signed_slack(body))
 
 
-def post_github(client: TestClient, body: bytes, headers: Headers) -> httpx.Response:
+def post_github(client: TestClient, body: bytes, headers: Headers) -> httpx2.Response:
     return client.post("/webhooks/github", content=body, headers=headers)
 
 
 def post_concurrently(
     client: TestClient, path: str, deliveries: list[tuple[bytes, Headers]]
-) -> list[httpx.Response]:
+) -> list[httpx2.Response]:
     """Send every delivery from its own thread, all released at once."""
     start = threading.Barrier(len(deliveries))
-    answers: list[httpx.Response | None] = [None] * len(deliveries)
+    answers: list[httpx2.Response | None] = [None] * len(deliveries)
 
     def send(n: int) -> None:
         body, headers = deliveries[n]
@@ -269,7 +271,7 @@ def post_concurrently(
 
 def test_signed_slack_event_is_journalled_and_queued_once(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """A signed app_mention is 200 accepted, one inbound entry, one directedness task."""
     resp = post_slack(client, MENTION)
     assert resp.status_code == 200, resp.text
@@ -292,7 +294,7 @@ def test_signed_slack_event_is_journalled_and_queued_once(
 
 def test_url_verification_answers_the_challenge_and_writes_nothing(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """Slack's url_verification gets its challenge back; nothing is journalled or queued."""
     raw = fixture("slack", "url_verification")
     resp = post_slack(client, raw)
@@ -303,7 +305,7 @@ def test_url_verification_answers_the_challenge_and_writes_nothing(
 
 def test_app_rate_limited_is_noted_and_writes_nothing(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """Slack's app_rate_limited notice is acknowledged (200 noted) and writes nothing."""
     resp = post_slack(client, fixture("slack", "app_rate_limited"))
     assert resp.status_code == 200 and resp.json()["status"] == "noted"
@@ -313,7 +315,7 @@ def test_app_rate_limited_is_noted_and_writes_nothing(
 @pytest.mark.parametrize("skew_s", [-300, 300], ids=["past", "future"])
 def test_timestamp_five_minutes_away_is_still_accepted(
     client: TestClient, redis_client: redis.Redis, skew_s: int
-):
+) -> None:
     """A timestamp exactly 5 minutes from now, either way, is inside Slack's tolerance."""
     resp = post_slack(client, MENTION, signed_slack(MENTION, stamp=str(NOW_S + skew_s)))
     assert resp.status_code == 200 and resp.json()["status"] == "accepted"
@@ -322,7 +324,7 @@ def test_timestamp_five_minutes_away_is_still_accepted(
 
 def test_slack_retries_are_one_entry_counted_four_times(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """The original and three retries (X-Slack-Retry-Num, sent at once from threads) make one
     entry with deliveries 4; every retry answers duplicate and one task is queued."""
     first = post_slack(client, MENTION)
@@ -347,7 +349,9 @@ def test_slack_retries_are_one_entry_counted_four_times(
     assert len(queued(redis_client)) == 1
 
 
-def test_simultaneous_first_deliveries_are_one_entry(client: TestClient, redis_client: redis.Redis):
+def test_simultaneous_first_deliveries_are_one_entry(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """Four copies of one event arriving at once: exactly one is accepted, one entry counts 4
     deliveries, and whatever was queued is the same deterministic task (a copy that found the
     entry not yet enqueued may publish it too; the directedness stage records an event once)."""
@@ -363,7 +367,7 @@ def test_simultaneous_first_deliveries_are_one_entry(client: TestClient, redis_c
 
 def test_app_mention_and_its_message_twin_are_one_entry(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """Slack's message and app_mention events for one user message are one entry, one task."""
     first = post_slack(client, MESSAGE_TWIN)
     twin = post_slack(client, MENTION)
@@ -463,7 +467,7 @@ def test_bad_slack_request_is_refused_and_writes_nothing(
     error: str,
     body: bytes,
     headers: Headers,
-):
+) -> None:
     """Each bad Slack request gets its 4xx, an error code and a message, and nothing at all is
     journalled or queued (the bodies are validly signed unless the signature is the fault).
     Every refusal tells Slack not to retry it (X-Slack-No-Retry)."""
@@ -478,7 +482,7 @@ def test_bad_slack_request_is_refused_and_writes_nothing(
 
 def test_signed_github_event_is_journalled_and_queued_once(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """A signed issues.assigned is 200 accepted, one entry and one task, keyed by the event's
     own identity; its redelivery (the same X-GitHub-Delivery) is a duplicate that queues
     nothing new."""
@@ -500,7 +504,7 @@ def test_signed_github_event_is_journalled_and_queued_once(
 
 def test_one_github_event_through_two_hooks_is_one_delivery(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """The repository's hook and the organisation's hook deliver one event with two
     X-GitHub-Delivery ids (the second body also names the organisation): one entry, one
     task, the second answered duplicate."""
@@ -515,7 +519,7 @@ def test_one_github_event_through_two_hooks_is_one_delivery(
 
 def test_a_later_change_to_the_same_item_is_a_delivery_of_its_own(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """Another assignment of the same issue (its own timestamp) is not taken for a repeat."""
     later = json.loads(ASSIGNED)
     later["issue"]["updated_at"] = "2024-06-10T10:00:00Z"
@@ -526,7 +530,9 @@ def test_a_later_change_to_the_same_item_is_a_delivery_of_its_own(
     assert len(queued(redis_client)) == 2
 
 
-def test_form_encoded_github_payload_is_accepted(client: TestClient, redis_client: redis.Redis):
+def test_form_encoded_github_payload_is_accepted(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """A hook configured for form content (`payload=<json>`) is read like a JSON one."""
     body = form(ASSIGNED)
     resp = post_github(
@@ -623,7 +629,7 @@ def test_bad_github_request_is_refused_and_writes_nothing(
     error: str,
     body: bytes,
     headers: Headers,
-):
+) -> None:
     """Each bad GitHub request gets its 4xx, an error code and a message, and nothing at all is
     journalled or queued (the bodies are validly signed unless the signature is the fault)."""
     assert_refused(post_github(client, body, headers), status, error)
@@ -653,7 +659,7 @@ def test_body_over_the_cap_is_413_and_writes_nothing(
     route: str,
     raw: bytes,
     streamed: bool,
-):
+) -> None:
     """A validly signed body one byte over max_body_bytes is 413, whether its length is
     declared or it is streamed in chunks, and nothing is written."""
     body = _padded(raw, CAP + 1)
@@ -671,7 +677,7 @@ def test_body_over_the_cap_is_413_and_writes_nothing(
 @pytest.mark.parametrize(("route", "raw"), [("slack", MENTION), ("github", ASSIGNED)])
 def test_body_of_exactly_the_cap_is_read(
     client: TestClient, redis_client: redis.Redis, route: str, raw: bytes
-):
+) -> None:
     """A body of exactly max_body_bytes is not too large: it is accepted and queued."""
     body = _padded(raw, CAP)
     path, headers = _oversize_request(route, body)
@@ -692,7 +698,7 @@ def test_body_of_exactly_the_cap_is_read(
 )
 def test_slack_notice_is_skipped_once_and_never_queued(
     client: TestClient, redis_client: redis.Redis, name: str, reason: str
-):
+) -> None:
     """A channel join or a deletion is 200 skipped, journalled as skipped with its reason; its
     retry is a duplicate of that entry; no task is ever queued."""
     raw = fixture("slack", name)
@@ -749,7 +755,7 @@ MEMBER_JOINED = json.dumps(
 )
 def test_a_signed_slack_event_seatwire_does_not_read_is_200_skipped(
     client: TestClient, redis_client: redis.Redis, body: bytes, reason: str
-):
+) -> None:
     """An Events API delivery Seatwire does not read (the types an "Agents & AI Apps" app is
     subscribed to, reactions, joins) is 200 skipped with its reason in the journal and the
     trace, never a 4xx, which Slack counts against the app; nothing is queued."""
@@ -764,7 +770,7 @@ def test_a_signed_slack_event_seatwire_does_not_read_is_200_skipped(
 
 def test_a_slack_event_without_an_event_id_is_still_read(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """An older delivery without `event_id` is read all the same (its delivery id is the
     message's own); one Seatwire does not read is skipped under a key from its bytes."""
     resp = post_slack(client, edited(MENTION, event_id=...))
@@ -779,7 +785,7 @@ def test_a_slack_event_without_an_event_id_is_still_read(
 
 def test_github_unconsidered_action_is_skipped_once_and_never_queued(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """issues.closed is 200 skipped with its reason and journalled as skipped; the redelivery
     is a duplicate; no task is ever queued."""
     headers = signed_github(CLOSED, delivery="guid-closed")
@@ -821,7 +827,7 @@ def test_github_unconsidered_action_is_skipped_once_and_never_queued(
 )
 def test_a_signed_github_event_seatwire_does_not_read_is_200_skipped(
     client: TestClient, redis_client: redis.Redis, body: bytes, event: str, reason: str
-):
+) -> None:
     """Any event or action Seatwire does not read, or one without what it would read, is a
     signed delivery: 200 skipped with the reason, journalled, never a 4xx, never queued."""
     resp = post_github(client, body, signed_github(body, event=event, delivery="guid-x"))
@@ -832,7 +838,9 @@ def test_a_signed_github_event_seatwire_does_not_read_is_200_skipped(
     assert not redis_client.exists(DIRECTEDNESS)
 
 
-def test_github_ping_is_pong_and_writes_nothing(client: TestClient, redis_client: redis.Redis):
+def test_github_ping_is_pong_and_writes_nothing(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """GitHub's ping is answered 200 pong and leaves no journal entry and no task."""
     raw = fixture("github", "ping")
     resp = post_github(client, raw, signed_github(raw, event="ping", delivery="guid-ping"))
@@ -859,7 +867,7 @@ def test_provider_without_a_secret_is_404_and_writes_nothing(
     body: bytes,
     headers: Headers,
     error: str,
-):
+) -> None:
     """With a real Redis but no secret for a provider, its route is 404 `<provider>_not_configured`
     and writes nothing, even for a request signed with the secret it would have had."""
     settings = _settings(redis_url, tmp_path, slack_signing_secret=None, github_webhook_secret=None)
@@ -874,7 +882,7 @@ def test_provider_without_a_secret_is_404_and_writes_nothing(
 
 def post_candidate(
     client: TestClient, candidate: Any, headers: dict[str, str] | None = None
-) -> httpx.Response:
+) -> httpx2.Response:
     return client.post("/v1/events", json=candidate, headers=AUTH if headers is None else headers)
 
 
@@ -885,13 +893,15 @@ def post_candidate(
 )
 def test_candidate_without_the_token_is_401(
     client: TestClient, redis_client: redis.Redis, headers: dict[str, str]
-):
+) -> None:
     """Without the right bearer token a Candidate is 401 and nothing is written."""
     assert_refused(post_candidate(client, CANDIDATE, headers), 401, "unauthorized")
     assert written(redis_client) == []
 
 
-def test_candidate_is_accepted_journalled_and_queued(client: TestClient, redis_client: redis.Redis):
+def test_candidate_is_accepted_journalled_and_queued(
+    client: TestClient, redis_client: redis.Redis
+) -> None:
     """A valid Candidate is 202 accepted, one entry (with its fingerprint) and one task."""
     resp = post_candidate(client, CANDIDATE)
     assert resp.status_code == 202, resp.text
@@ -905,7 +915,7 @@ def test_candidate_is_accepted_journalled_and_queued(client: TestClient, redis_c
     assert Candidate.model_validate(task["env"]["candidate"]) == Candidate.model_validate(CANDIDATE)
 
 
-def test_repeated_candidate_is_a_duplicate(client: TestClient, redis_client: redis.Redis):
+def test_repeated_candidate_is_a_duplicate(client: TestClient, redis_client: redis.Redis) -> None:
     """The same Candidate posted again is 202 duplicate and queues nothing new."""
     post_candidate(client, CANDIDATE)
     again = post_candidate(client, CANDIDATE)
@@ -915,7 +925,7 @@ def test_repeated_candidate_is_a_duplicate(client: TestClient, redis_client: red
 
 def test_delivery_id_reused_with_other_content_is_409(
     client: TestClient, redis_client: redis.Redis
-):
+) -> None:
     """The same deliveryId with different content is 409 delivery_reused: the stored event is
     kept as it was and nothing new is queued."""
     post_candidate(client, CANDIDATE)
@@ -955,7 +965,7 @@ def test_delivery_id_reused_with_other_content_is_409(
 )
 def test_invalid_candidate_is_422_naming_the_field(
     client: TestClient, redis_client: redis.Redis, candidate: Any, field: str
-):
+) -> None:
     """A Candidate that breaks the contract is 422 naming the field, and nothing is written."""
     resp = post_candidate(client, candidate)
     assert_refused(resp, 422, "invalid_candidate")
@@ -963,7 +973,7 @@ def test_invalid_candidate_is_422_naming_the_field(
     assert written(redis_client) == []
 
 
-def test_candidate_that_is_not_json_is_422(client: TestClient, redis_client: redis.Redis):
+def test_candidate_that_is_not_json_is_422(client: TestClient, redis_client: redis.Redis) -> None:
     """A body that is not JSON is 422 on the body itself, and nothing is written."""
     resp = client.post("/v1/events", content=b"{nope", headers={**AUTH, "Content-Type": JSON_TYPE})
     assert_refused(resp, 422, "invalid_candidate")
@@ -974,7 +984,7 @@ def test_candidate_that_is_not_json_is_422(client: TestClient, redis_client: red
 @pytest.mark.parametrize("content_type", [FORM_TYPE, "text/plain", "application/xml"])
 def test_candidate_with_another_content_type_is_415(
     client: TestClient, redis_client: redis.Redis, content_type: str
-):
+) -> None:
     """A Candidate sent as anything but JSON is 415, and nothing is written."""
     resp = client.post(
         "/v1/events",
@@ -988,19 +998,19 @@ def test_candidate_with_another_content_type_is_415(
 # --------------------------------------------------------------------------------- /v1/trace
 
 
-def test_trace_needs_the_token(client: TestClient):
+def test_trace_needs_the_token(client: TestClient) -> None:
     """Reading a trace without the bearer token is 401."""
     assert_refused(client.get(f"/v1/trace/{MENTION_DELIVERY}"), 401, "unauthorized")
 
 
-def test_trace_of_an_unknown_delivery_is_404(client: TestClient):
+def test_trace_of_an_unknown_delivery_is_404(client: TestClient) -> None:
     """A delivery id nothing was received for is 404 unknown_delivery."""
     assert_refused(
         client.get(f"/v1/trace/{MENTION_DELIVERY}", headers=AUTH), 404, "unknown_delivery"
     )
 
 
-def test_trace_of_an_accepted_event_shows_its_state_and_deliveries(client: TestClient):
+def test_trace_of_an_accepted_event_shows_its_state_and_deliveries(client: TestClient) -> None:
     """An accepted event's trace has its state, its source and family, and how often it came."""
     post_slack(client, MESSAGE_TWIN)
     post_slack(client, MENTION)
@@ -1023,7 +1033,7 @@ def test_trace_of_an_accepted_event_shows_its_state_and_deliveries(client: TestC
 )
 def test_trace_of_a_skipped_event_shows_its_reason(
     client: TestClient, route: str, delivery: str, reason: str
-):
+) -> None:
     """A skipped event's trace says skipped, why, and where it came from."""
     if route == "slack":
         post_slack(client, CHANNEL_JOIN)
@@ -1317,7 +1327,7 @@ def _send_and_check(
 @given(req=slack_requests())
 def test_fuzzed_slack_requests_never_fail_and_refusals_write_nothing(
     client: TestClient, redis_client: redis.Redis, req: tuple[bytes, list[tuple[str, Any]]]
-):
+) -> None:
     """Arbitrary Slack requests, signed or not: never a 5xx, and a 4xx writes nothing."""
     _send_and_check(client, redis_client, "/webhooks/slack", req)
 
@@ -1326,7 +1336,7 @@ def test_fuzzed_slack_requests_never_fail_and_refusals_write_nothing(
 @given(req=github_requests())
 def test_fuzzed_github_requests_never_fail_and_refusals_write_nothing(
     client: TestClient, redis_client: redis.Redis, req: tuple[bytes, list[tuple[str, Any]]]
-):
+) -> None:
     """Arbitrary GitHub requests, signed or not: never a 5xx, and a 4xx writes nothing."""
     _send_and_check(client, redis_client, "/webhooks/github", req)
 
@@ -1335,7 +1345,7 @@ def test_fuzzed_github_requests_never_fail_and_refusals_write_nothing(
 @given(req=candidate_requests())
 def test_fuzzed_candidates_never_fail_and_refusals_write_nothing(
     client: TestClient, redis_client: redis.Redis, req: tuple[bytes, list[tuple[str, Any]]]
-):
+) -> None:
     """Arbitrary /v1/events requests: never a 5xx, and a 4xx writes nothing."""
     _send_and_check(client, redis_client, "/v1/events", req)
 
@@ -1345,7 +1355,7 @@ def test_fuzzed_candidates_never_fail_and_refusals_write_nothing(
 
 def test_broker_down_is_a_quick_503_and_slacks_retry_enqueues(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
-):
+) -> None:
     """With the broker unreachable the webhook is answered 503 with Retry-After well inside
     Slack's 3 s, never 2xx; the journalled entry waits, and Slack's retry enqueues it."""
     down = _settings(redis_url, tmp_path, broker_url="redis://127.0.0.1:1/0")
