@@ -120,9 +120,18 @@ class OrgView:
     objective_by_key: dict[str, Objective] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, org: Org, learned: Mapping[str, tuple[str, ...]] | None = None) -> OrgView:
+    def of(
+        cls,
+        org: Org,
+        learned: Mapping[str, tuple[str, ...]] | None = None,
+        *,
+        directory: Directory | None = None,
+    ) -> OrgView:
         """The org indexed; `learned` adds, per seat, identities its app posts as that were
-        learned at start (`learn_slack_identity`) rather than written in the file."""
+        learned at start (`learn_slack_identity`) rather than written in the file.
+
+        `directory` is this same org's `Directory` when one was built already: it is built
+        once per org version, and the indexes it builds on first use are kept with it."""
         members = {m.id: m for m in org.members}
         learned = learned or {}
         seats: dict[str, Seat] = {}
@@ -152,7 +161,7 @@ class OrgView:
         }
         return cls(
             org=org,
-            directory=Directory.of(org.members),
+            directory=directory if directory is not None else Directory.of(org.members),
             channels=org.channels,
             rooms=Rooms.of(org.channels),
             seats=seats,
@@ -219,7 +228,9 @@ class OrgSource:
         assert self._view is not None
         known = self.learned.get(seat_id, ())
         self.learned[seat_id] = tuple(dict.fromkeys((*known, *(i for i in identities if i))))
-        self._view = OrgView.of(self._view.org, self.learned)
+        # Same org, same members: only the seats' identities change, so the directory stays.
+        view = self._view
+        self._view = OrgView.of(view.org, self.learned, directory=view.directory)
 
 
 def learn_slack_identity(source: OrgSource, auth_test: Mapping[str, object]) -> str:

@@ -13,7 +13,7 @@ from typing import TypedDict
 
 from contracts.engagement import Rung, Target
 from contracts.work import WorkReport
-from pipeline.engagement.directory import EMPTY_DIRECTORY, Directory, _Entry, tokens
+from pipeline.engagement.directory import EMPTY_DIRECTORY, Directory, tokens
 from pipeline.engagement.triggers import Fired
 from pipeline.engagement.work import Work
 
@@ -140,11 +140,7 @@ def _named(w: Work, trigger: Fired) -> list[tuple[str, str]]:
 def _owners(picks: _Picks, scope_tokens: list[str]) -> None:
     """Rung 2: the directory says they own the scope (substring of `owns`, or escalation path)."""
     d = picks.d
-    hits: set[int] = set()
-    for tok in scope_tokens:
-        hits |= d.owners_of(tok)
-        hits |= d.paths_naming(tok)
-    for i in sorted(hits):
+    for i in d.owning(scope_tokens):
         if picks.full():
             break  # `add` would refuse silently from here on: nothing left to record
         entry = d.entries[i]
@@ -160,20 +156,17 @@ def _owners(picks: _Picks, scope_tokens: list[str]) -> None:
 def _experts(picks: _Picks, scope_tokens: list[str]) -> None:
     """Rung 3: role, tagline or team overlaps the scope on two tokens, or one of 5+ characters.
 
-    A single short word ("api", "ops") matching a title is coincidence, not a reason."""
+    A single short word ("api", "ops") matching a title is coincidence, not a reason. The
+    directory hands over the candidates best score first, directory order breaking ties (the
+    seed's stable sort), so the rung reads only as far as its cap."""
     d = picks.d
-    scored: list[tuple[int, _Entry, list[str]]] = []
-    for i in d.with_expertise(scope_tokens):
+    for i in d.experts(scope_tokens):
+        if picks.full():
+            break  # `add` would refuse silently from here on: nothing left to record
         entry = d.entries[i]
         if not d.engageable(entry, picks.me):
             continue
-        matched = [t for t in scope_tokens if t in entry.expertise]
-        strong = any(len(t) >= 5 for t in matched)
-        if len(matched) >= 2 or strong:
-            scored.append((len(matched) + (1 if strong else 0), entry, matched))
-    scored.sort(key=lambda s: -s[0])  # stable: directory order breaks ties
-    for _score, entry, matched in scored:
-        on = ", ".join(f'"{t}"' for t in matched)
+        on = ", ".join(f'"{t}"' for t in scope_tokens if t in entry.expertise)
         picks.add(entry.id, "expertise", f"their role/team matches this scope on {on}")
 
 
