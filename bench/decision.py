@@ -307,7 +307,10 @@ _ROOMS: dict[int, Rooms] = {}
 
 
 def _rooms_of(so: SyntheticOrg) -> Rooms:
-    return _ROOMS.setdefault(id(so), Rooms.of(so.org.channels))
+    rooms = _ROOMS.get(id(so))
+    if rooms is None:  # built once per org (a `setdefault` would build it on every call)
+        rooms = _ROOMS[id(so)] = Rooms.of(so.org.channels)
+    return rooms
 
 
 def _ctx(so: SyntheticOrg, directory: Any, case: Case, limits: Limits) -> dict[str, Any]:

@@ -563,7 +563,8 @@ def profile(args: argparse.Namespace, org: BenchOrg) -> int:
 
     times.sort()
     print(
-        f"bench.directedness --profile: {n} events, 20 seats, in-process on {args.redis_url}; "
+        f"bench.directedness --profile: {n} events, {args.seats} seats, in-process on "
+        f"{args.redis_url}; "
         f"states {dict(states)}; mix {dict(events.kinds)}"
     )
     print(
@@ -630,6 +631,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=2, help="worker processes")
     ap.add_argument("--loglevel", default="INFO", help="worker log level (production: INFO)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--seats", type=int, default=20, help="seats in the org (issue 14 measures 2,000)"
+    )
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run")
     ap.add_argument("--profile", type=int, metavar="N", help="profile N events in-process")
     ap.add_argument("--top", type=int, default=0, help="with --profile: cProfile's top N")
@@ -639,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with scratch(args.keep_logs) as tmp:
-        org = write_org(tmp, seed=args.seed)
+        org = write_org(tmp, seed=args.seed, seats=args.seats)
         os.environ.update(
             {
                 "SEATWIRE_REDIS_URL": args.redis_url,
@@ -658,7 +662,8 @@ def run(args: argparse.Namespace, tmp: Path, org: BenchOrg) -> int:
     bench = Bench(args, tmp, org)
     results: list[tuple[int, Result]] = []
     print(
-        f"bench.directedness: {args.rounds} rounds x N={args.n}, 20 seats, {args.concurrency} "
+        f"bench.directedness: {args.rounds} rounds x N={args.n}, {args.seats} seats, "
+        f"{args.concurrency} "
         f"worker processes, {os.cpu_count()} CPUs, Redis {args.redis_url} (flushed per run), "
         f"logs in {tmp}",
         flush=True,

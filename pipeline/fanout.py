@@ -121,15 +121,19 @@ class Roster:
     def named_in(self, body: str) -> set[int]:
         """The seats whose own names pattern matches `body` (exactly as their rules read it),
         looked up by the body's words."""
-        if self.named is None or self.named.search(body) is None:
+        if self.named is None:
             return set()
         if _foldable(body):
+            # Looked up word by word: the one pattern of every name costs what the org's
+            # names do, at every place in the body.
             maybe: Iterable[int] = {
                 i
                 for word in set(_WORD.findall(body.lower()))
                 for i in self.by_name_word.get(word, ())
             }
             maybe = {*maybe, *self.unindexed_names}
+        elif self.named.search(body) is None:
+            return set()
         else:
             maybe = self.with_names
         found = set()
