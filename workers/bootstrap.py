@@ -103,8 +103,17 @@ def build_container(
             raise ConfigError("no Redis configured: set SEATWIRE_REDIS_URL or run embedded")
         client = redis_client(settings.redis_url)
     org = OrgSource.open(settings.org_file)
-    journal = Journal(client, deadline_ms=settings.journal_deadline_ms)
-    ledger = Ledger(client, limits=settings.limits, reservation_ttl_ms=settings.reservation_ttl_ms)
+    journal = Journal(
+        client,
+        deadline_ms=settings.journal_deadline_ms,
+        ledger_retention_ms=settings.ledger_retention_ms,
+    )
+    ledger = Ledger(
+        client,
+        limits=settings.limits,
+        reservation_ttl_ms=settings.reservation_ttl_ms,
+        ledger_retention_ms=settings.ledger_retention_ms,
+    )
     outbound = outbound_for(settings, org, client)
     inbound = InboundStore(client, retention_ms=settings.inbound_retention_ms)
     return Container(

@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     ingress_rate_per_s: float = Field(default=0.0, ge=0)
     ingress_rate_burst: int = Field(default=200, ge=1)
     inbound_retention_ms: int = Field(default=7 * 86_400_000, ge=3 * 86_400_000)
+    # How long a seat's ledger rows (the audit of every engagement, refusal and considered
+    # 'nobody') are kept, on top of their per-seat cap. Counting never reads them (the
+    # guardrails count in their own windowed sets, two days at most), so any bound is safe
+    # for the limits; two days keeps at least what a guardrail window covers.
+    ledger_retention_ms: int = Field(default=30 * 86_400_000, ge=2 * 86_400_000)
     slack_signing_secret: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("SEATWIRE_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),

@@ -8,6 +8,7 @@ EVALSHA must not reserve twice).
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, cast
 
 import pytest
@@ -18,6 +19,7 @@ from contracts.guardrails import DAY_MS, HOUR_MS
 from contracts.journal import OpFinalState
 from pipeline.guardrails import check_guardrails
 from workers.stores import keys
+from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 
 NOW = 1_700_000_000_000
@@ -608,3 +610,39 @@ def test_begin_send_replayed_with_its_own_token_answers_go_again(
     assert begin(lg, "op1", token="A", now=NOW + 10) == ("go", str(NOW))
     assert begin(lg, "op1", token="A", now=NOW + 11) == ("go", str(NOW))
     assert begin(lg, "op1", token="B", now=NOW + 12)[0] == "busy"
+
+
+def test_ledger_rows_are_kept_for_the_audit_retention_and_no_longer(
+    redis_client: redis.Redis,
+) -> None:
+    """A row older than the ledger's retention is trimmed when the next row is added (its
+    stream id is the Redis time it was added at); a younger one stays. The rows of the
+    engagement stage's decisions are trimmed by the same rule."""
+    lg = Ledger(
+        redis_client,
+        limits=Limits(per_target_per_day=1),
+        reservation_ttl_ms=TTL,
+        ledger_retention_ms=300,
+    )
+    stream = keys.ledger_stream("seat-a")
+    assert reserve(lg, "op1", decision("w1", "k1")).allowed
+    d2 = decision("w2", "k2")
+    assert reserve(lg, "op2", d2, now=NOW + 1).code == "rate_limited_target"
+    assert finish(lg, "op2", d2, outcome="refused", now=NOW + 2) == "ok"
+    assert redis_client.xlen(stream) == 1
+    time.sleep(0.4)
+    d3 = decision("w3", "k3")
+    assert reserve(lg, "op3", d3, now=NOW + 3).code == "rate_limited_target"
+    assert finish(lg, "op3", d3, outcome="refused", now=NOW + 4) == "ok"
+    assert [r.work_id for r in lg.read(seat_ids=["seat-a"])] == ["w3"]  # w2 aged out
+
+    journal = Journal(redis_client, ledger_retention_ms=300)
+    time.sleep(0.4)
+    for tracking in ("t-a", "t-b"):
+        journal.accept(
+            tracking, kind="work", seat_id="seat-a", payload="{}", now_ms=NOW, fingerprint=""
+        )
+        nobody = EngagementDecision(engage=False, reason_code="no_blocker", work_id=tracking)
+        row = LedgerRow(at_ms=NOW, seat_id="seat-a", work_id=tracking, reason_code="no_blocker")
+        journal.record_decision(tracking, seat_id="seat-a", decision=nobody, row=row, now_ms=NOW)
+    assert [r.work_id for r in lg.read(seat_ids=["seat-a"])] == ["t-b", "t-a"]

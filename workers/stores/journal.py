@@ -20,6 +20,7 @@ from workers.stores.scripts import script, text
 
 RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
 LEDGER_STREAM_CAP = 100_000  # rows kept per seat stream (approximate trimming)
+LEDGER_RETENTION_MS = 30 * 86_400_000  # and none older than this (SEATWIRE_LEDGER_RETENTION_MS)
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,17 @@ class Journal:
     """Every accepted event, from `accepted` to a final state, so nothing is dropped unseen."""
 
     def __init__(
-        self, client: redis.Redis, *, deadline_ms: int = 300_000, retention_ms: int = RETENTION_MS
+        self,
+        client: redis.Redis,
+        *,
+        deadline_ms: int = 300_000,
+        retention_ms: int = RETENTION_MS,
+        ledger_retention_ms: int = LEDGER_RETENTION_MS,
     ) -> None:
         self.r = client
         self.deadline_ms = deadline_ms
         self.retention_ms = retention_ms
+        self.ledger_retention_ms = ledger_retention_ms
         self._accept = script(client, "journal_accept")
         self._skip = script(client, "journal_skip")
         self._decide = script(client, "decision_record")
@@ -141,6 +148,7 @@ class Journal:
                     tracking_id,
                     self.retention_ms,
                     LEDGER_STREAM_CAP,
+                    self.ledger_retention_ms,
                 ],
             )
         except redis.ResponseError as exc:

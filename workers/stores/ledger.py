@@ -18,7 +18,7 @@ from contracts.send import SendStart
 from pipeline.guardrails import Tally, judge, target_ids
 from workers.errors import PermanentError
 from workers.stores import keys
-from workers.stores.journal import LEDGER_STREAM_CAP, RETENTION_MS
+from workers.stores.journal import LEDGER_RETENTION_MS, LEDGER_STREAM_CAP, RETENTION_MS
 from workers.stores.scripts import script, text
 
 # The ops `rows_for` reads back as rows: the live ones and the engaged (what the limits count
@@ -36,11 +36,13 @@ class Ledger:
         limits: Limits,
         reservation_ttl_ms: int = 1_800_000,
         retention_ms: int = RETENTION_MS,
+        ledger_retention_ms: int = LEDGER_RETENTION_MS,
     ) -> None:
         self.r = client
         self.limits = limits
         self.reservation_ttl_ms = reservation_ttl_ms
         self.retention_ms = retention_ms
+        self.ledger_retention_ms = ledger_retention_ms
         self._reserve = script(client, "guard_reserve")
         self._begin = script(client, "send_begin")
         self._finish = script(client, "op_finish")
@@ -247,6 +249,7 @@ class Ledger:
                 LEDGER_STREAM_CAP,
                 work_id,
                 self.retention_ms if sent_ttl_ms is None else sent_ttl_ms,
+                self.ledger_retention_ms,
             ],
         )
         return text(verb)

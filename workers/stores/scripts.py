@@ -22,7 +22,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "claim_release": ("subject_common",),
     "claim_take": ("subject_common",),
     "cost_record": (),
-    "decision_record": (),
+    "decision_record": ("ledger_common",),
     "delivery_count": ("dead_letter",),
     "direction_end": ("direction_common",),
     "direction_open": ("direction_common",),
@@ -45,7 +45,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "leader_hold": (),
     "leader_release": (),
     "message_send": (),
-    "op_finish": (),
+    "op_finish": ("ledger_common",),
     "park": (),
     "project_notify": (),
     "rate_take": (),
@@ -62,7 +62,9 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "work_observe": (),
 }
 # Functions other scripts call, never run alone.
-LIBRARIES = frozenset({"dead_letter", "direction_common", "issue_common", "subject_common"})
+LIBRARIES = frozenset(
+    {"dead_letter", "direction_common", "issue_common", "ledger_common", "subject_common"}
+)
 
 
 def _file(name: str) -> str:

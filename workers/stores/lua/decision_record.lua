@@ -2,7 +2,8 @@
 -- concurrent run reuses the decision that was already made.
 -- KEYS: entry, open-index, seat ledger stream, ledger seats set.
 -- ARGV: decisionJson, rowJson ('' when the decision engages), finalState ('' when it engages),
---       nowMs, seatId, trackingId, retention ms of a final entry, ledger stream cap.
+--       nowMs, seatId, trackingId, retention ms of a final entry, ledger stream cap, how long
+--       a ledger row is kept (ms: older rows are trimmed as a row is added).
 -- Returns the stored decision JSON.
 local stored = redis.call('HGET', KEYS[1], 'decision')
 if stored then return stored end
@@ -12,6 +13,7 @@ end
 redis.call('HSET', KEYS[1], 'decision', ARGV[1], 'updatedAtMs', ARGV[4])
 if ARGV[2] ~= '' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'row', ARGV[2])
+  ledger_trim(KEYS[3], ARGV[9])
   redis.call('SADD', KEYS[4], ARGV[5])
   redis.call('HSET', KEYS[1], 'state', ARGV[3], 'finalAtMs', ARGV[4])
   redis.call('ZREM', KEYS[2], ARGV[6])

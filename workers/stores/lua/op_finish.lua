@@ -9,7 +9,8 @@
 -- ARGV: 1 outcome (engaged|shadowed|send_failed|send_blocked|refused), 2 ledger row JSON,
 --       3 fencing token ('' = no check), 4 nowMs, 5 trackingId, 6 seatId, 7 opId,
 --       8 messageId, 9 channelId, 10 idempotencyId, 11 retention ms of a final journal entry,
---       12 ledger stream cap, 13 workId, 14 how long the sent message's index is kept (ms).
+--       12 ledger stream cap, 13 workId, 14 how long the sent message's index is kept (ms),
+--       15 how long a ledger row is kept (ms): older rows are trimmed as a row is added.
 -- Returns {'ok'|'done'|'stale', state}.
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'engaged' or state == 'send_failed' or state == 'send_blocked'
@@ -39,6 +40,7 @@ if ARGV[1] == 'engaged' and ARGV[8] ~= '' then
 end
 if redis.call('HSETNX', KEYS[1], 'logged', '1') == 1 then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'row', ARGV[2])
+  ledger_trim(KEYS[4], ARGV[15])
   redis.call('SADD', KEYS[5], ARGV[6])
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
