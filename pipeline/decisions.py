@@ -488,7 +488,9 @@ DAY_MS = 86_400_000
 _MENTION = re.compile(r"<[@#!][^>]*>")
 _VOTE = re.compile(
     r"^(?:i\s+)?(?:vote\s+)?(for|against|yes|no|\+1|-1|:\+1:|:-1:|:thumbsup:|:thumbsdown:|"
-    r"\U0001F44D|\U0001F44E)(?:\s*[:,.!\u2014-]+\s*(?P<reason>.*)|\s*)$",
+    r"\U0001F44D|\U0001F44E)[\U0001F3FB-\U0001F3FF]?"  # a thumb's skin tone
+    # a reason after punctuation, or after a dash with a space before it (`no-one` is a word)
+    r"(?:\s*[:,.!\u2014]+\s*(?P<reason>.*)|\s+-+\s*(?P<after_dash>.*)|\s*)$",
     re.IGNORECASE | re.DOTALL,
 )
 _FOR = frozenset({"for", "yes", "+1", ":+1:", ":thumbsup:", "\U0001f44d"})
@@ -594,8 +596,21 @@ def reply_vote(body: str) -> tuple[int, str] | None:
     if found is None:
         return None
     option = 0 if found.group(1).casefold() in _FOR else 1
-    reason = " ".join((found.group("reason") or "").split())[:REPLY_REASON_CHARS]
+    said = found.group("reason") or found.group("after_dash") or ""
+    reason = " ".join(said.split())[:REPLY_REASON_CHARS]
     return option, reason
+
+
+_SLACK_TS = re.compile(r"^(\d{1,12})\.(\d{1,6})$")
+
+
+def reply_written_ms(at_ms: int, message_id: str | None, now_ms: int) -> int:
+    """When a reply was written: its Slack message ts (to the millisecond) when it has one,
+    else the event's time; never later than `now_ms`, so nothing is judged in the future."""
+    found = _SLACK_TS.match(message_id or "")
+    if found is not None:
+        at_ms = int(found.group(1)) * 1000 + int(found.group(2).ljust(6, "0")[:3])
+    return min(at_ms, now_ms)
 
 
 def reply_request_id(delivery_id: str) -> str:

@@ -160,6 +160,11 @@ def test_fingerprints_tell_replays_from_other_input() -> None:
         ("<@W111> I vote for", (0, "")),
         ("vote against!", (1, "")),
         ("for the record, I have not read it", None),
+        ("no-brainer, ship it", None),
+        ("No-one objects", None),
+        ("for-profit is fine", None),
+        ("against - too soon", (1, "too soon")),
+        ("\U0001f44d\U0001f3fd", (0, "")),
         ("forward it to Bo", None),
         ("I am against", None),
         ("", None),
@@ -218,3 +223,11 @@ def test_a_directions_post_and_its_work_id() -> None:
         == rules.reply_request_id("Ev1")
         != rules.reply_request_id("Ev2")
     )
+
+
+def test_a_reply_is_written_when_its_slack_ts_says() -> None:
+    assert rules.reply_written_ms(1_000, "1718049601.000100", 2_000_000_000_000) == 1718049601000
+    assert rules.reply_written_ms(1_000, "1718049601.9", 2_000_000_000_000) == 1718049601900
+    assert rules.reply_written_ms(1_000, "1718049601.000100", 5) == 5  # never in the future
+    assert rules.reply_written_ms(1_000, "not-a-ts", 2_000) == 1_000
+    assert rules.reply_written_ms(3_000, None, 2_000) == 2_000

@@ -14,7 +14,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -80,6 +80,7 @@ class World:
     c: Container
     clock: Clock
     replies: int = 0
+    written: dict[int, int] = field(default_factory=dict)  # reply -> when it was written
     last: InboundEnvelope | None = None  # the last envelope the stage ran
 
     def open(self, rid: str = "d1", seat: str = "scout") -> str:
@@ -117,20 +118,30 @@ class World:
         return op[b"messageId"].decode()
 
     def reply(
-        self, root: str, text: str, user: str = "U0BO", *, retry_of: int | None = None
+        self,
+        root: str,
+        text: str,
+        user: str = "U0BO",
+        *,
+        retry_of: int | None = None,
+        written_ms: int | None = None,
     ) -> int:
-        """A signed Slack reply in `root`'s thread, through the route and the stage; with
-        `retry_of`, Slack's retry of that earlier reply (its event id and ts again)."""
+        """A signed Slack reply in `root`'s thread, through the route and the stage, written
+        at `written_ms` (by default now); with `retry_of`, Slack's retry of that earlier
+        reply (its event id and ts again)."""
         self.replies += 1
         n = self.replies if retry_of is None else retry_of
+        if retry_of is None:
+            self.written[n] = self.clock.now if written_ms is None else written_ms
         payload = copy.deepcopy(REPLY)
         payload["event_id"] = f"EvReply{n}"
+        payload["event_time"] = self.written[n] // 1000
         ev = payload["event"]
         ev.pop("blocks")
         ev.update(
             text=text,
             user=user,
-            ts=f"1718049{n:03d}.000100",
+            ts=f"{self.written[n] // 1000}.{self.written[n] % 1000:03d}{n:03d}",
             thread_ts=root,
             channel=CHANNEL,
             client_msg_id=f"reply-{n}",
@@ -263,6 +274,32 @@ def test_a_reply_at_the_deadline_is_refused_and_the_result_recorded(world: World
     assert view["direction"]["state"] == "decided" and view["direction"]["result"]["winner"] == 0
     notes = [e for e in world.log(did) if e["event"] == "reply_not_counted"]
     assert [(e["code"], e["by"]) for e in notes] == [("voting_closed", "ava")]
+
+
+def test_a_reply_is_judged_when_it_was_written_not_when_it_was_processed(
+    world: World,
+) -> None:
+    """A backlog delays two of bo's replies past the deadline: the one written before it
+    counts (nobody had recorded the result yet); one written at it is refused. And replies
+    processed out of order: the older one, processed last, does not undo the newer."""
+    did = world.open()
+    ts = world.post()
+    deadline = NOW_MS + 600_000
+    world.clock.now = NOW_MS + 1_000
+    world.reply(ts, "for", user="U0AVA")  # ava's newer reply first
+    world.reply(ts, "against", user="U0AVA", written_ms=NOW_MS + 500)  # her older one after
+    view = world.http.get(
+        f"/v1/decisions/{did}", headers=OPERATOR, params={"memberId": "ava"}
+    ).json()
+    assert view["yourVote"]["option"] == 0 and view["yourVoteRevision"] == 1
+    world.clock.now = deadline + 30_000
+    world.reply(ts, "against", written_ms=deadline - 1_000)
+    world.reply(ts, "for", user="U0AVA", written_ms=deadline)
+    final = world.direction(did)
+    assert final["yourVote"]["option"] == 1 and final["yourVote"]["atMs"] == deadline - 1_000
+    assert final["direction"]["state"] == "tied"  # ava For (2) and bo Against (2)
+    notes = [(e["code"], e["by"]) for e in world.log(did) if e["event"] == "reply_not_counted"]
+    assert notes == [("superseded", "ava"), ("voting_closed", "ava")]
 
 
 def test_a_reply_elsewhere_is_no_vote(world: World) -> None:

@@ -18,6 +18,7 @@ from contracts.inbound import Candidate
 from contracts.tools import ToolError
 from pipeline import decisions as rules
 from workers.container import Container
+from workers.errors import TransientError
 from workers.stores.decisions import Snapshot, Written
 
 CLOSE_ATTEMPTS = 20  # a closure's compare-and-set loses only to a vote that came first
@@ -329,7 +330,13 @@ def vote_by_reply(c: Container, candidate: Candidate, *, now_ms: int) -> str | N
     None when the event is no such reply. Otherwise what became of it, which the direction's
     audit log also holds: `counted` (the `voted` line), `replayed` (this delivery was counted
     before), or why it was not counted (`not_a_vote`, `not_a_member`, `seat_not_person`,
-    `voting_closed`), with the reply's place."""
+    `superseded` by a later reply already counted, `voting_closed`), with the reply's place.
+
+    A reply is judged at the time it was written (its message ts, never later than now), not
+    when it is processed: one written before the deadline counts though a backlog delayed it, unless
+    the result was recorded meanwhile. A passing failure (a race lost every time, a closure
+    that could not be recorded) is a TransientError: the stage's task retries, and the record
+    of the event it already wrote is not written twice."""
     ids, msg = candidate.ids, candidate.msg
     root = ids.thread_root_id
     if candidate.family != "messaging" or msg is None or not ids.channel_id or not root:
@@ -354,9 +361,19 @@ def vote_by_reply(c: Container, candidate: Candidate, *, now_ms: int) -> str | N
     request_id = rules.reply_request_id(candidate.delivery_id)
     if c.decisions.request(person, request_id) is not None:
         return "replayed"
+    written_at = rules.reply_written_ms(candidate.at_ms, ids.message_id, now_ms)
     for _ in range(REPLY_ATTEMPTS):
-        snap = close_if_due(c, direction, now_ms)
+        try:
+            snap = close_if_due(c, direction, written_at)  # a result recorded stays so
+        except ToolError as exc:
+            if exc.code == "busy":
+                raise TransientError(f"{direction}: {exc.message}") from exc
+            _not_counted(c, direction, candidate, person, exc.code, now_ms)
+            return exc.code
         mine = snap.votes.get(person)
+        if mine is not None and int(mine.get("atMs", 0)) > written_at:
+            _not_counted(c, direction, candidate, person, "superseded", now_ms)
+            return "superseded"
         try:
             cast_vote(
                 c,
@@ -367,15 +384,15 @@ def vote_by_reply(c: Container, candidate: Candidate, *, now_ms: int) -> str | N
                 reason=reason,
                 expected_revision=0 if mine is None else int(mine["revision"]),
                 client_request_id=request_id,
-                now_ms=now_ms,
+                now_ms=written_at,
             )
         except ToolError as exc:
             if exc.code == "revision_conflict":
-                continue  # their other reply landed first: vote on top of it
+                continue  # their other reply landed first: judge this one against it
             _not_counted(c, direction, candidate, person, exc.code, now_ms)
             return exc.code
         return "counted"
-    raise RuntimeError(f"{person}'s vote on {direction} lost {REPLY_ATTEMPTS} races; retried")
+    raise TransientError(f"{person}'s vote on {direction} lost {REPLY_ATTEMPTS} races in a row")
 
 
 def _not_counted(
