@@ -25,12 +25,12 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "decision_record": ("ledger_common",),
     "delivery_count": ("dead_letter",),
     "direction_end": ("direction_common",),
-    "direction_open": ("direction_common",),
+    "direction_open": ("direction_common", "inbox_common"),
     "direction_settle": ("direction_common",),
     "direction_vote": ("direction_common",),
     "dlq_replay": ("dead_letter",),
     "guard_reserve": (),
-    "inbound_record": (),
+    "inbound_record": ("inbox_common",),
     "inbox_ack": (),
     "intent_record": (),
     "issue_claim": ("subject_common", "issue_common"),
@@ -44,10 +44,10 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "journal_skip": (),
     "leader_hold": (),
     "leader_release": (),
-    "message_send": (),
+    "message_send": ("inbox_common",),
     "op_finish": ("ledger_common",),
     "park": (),
-    "project_notify": (),
+    "project_notify": ("inbox_common",),
     "rate_take": (),
     "sample_record": (),
     "send_abandon": (),
@@ -63,7 +63,14 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
 }
 # Functions other scripts call, never run alone.
 LIBRARIES = frozenset(
-    {"dead_letter", "direction_common", "issue_common", "ledger_common", "subject_common"}
+    {
+        "dead_letter",
+        "direction_common",
+        "inbox_common",
+        "issue_common",
+        "ledger_common",
+        "subject_common",
+    }
 )
 
 

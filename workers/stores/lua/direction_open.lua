@@ -38,10 +38,7 @@ if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
 end
 local k = 7
 for _ = 1, tonumber(ARGV[8]) do
-  local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
-  redis.call('XADD', KEYS[k], position .. '-0', 'item',
-    (string.gsub(ARGV[7], '"position":0', '"position":' .. position, 1)))
-  redis.call('HINCRBY', KEYS[k + 2], 'notices', 1)
+  inbox_put(KEYS[k], KEYS[k + 1], ARGV[7], KEYS[k + 2])
   k = k + 3
 end
 return {'recorded', ARGV[2]}

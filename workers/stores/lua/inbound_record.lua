@@ -34,12 +34,8 @@ local fields = {}
 for i = 0, seats - 1 do
   local seat, verdict, item = ARGV[11 + i * 3], ARGV[12 + i * 3], ARGV[13 + i * 3]
   if item ~= '' then
-    local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
-    local placed = '"position":' .. position
-    redis.call('XADD', KEYS[k], position .. '-0', 'item',
-      (string.gsub(item, '"position":0', placed, 1)))
-    redis.call('HINCRBY', KEYS[k + 2], 'notices', 1)
-    verdict = (string.gsub(verdict, '"position":0', placed, 1))
+    local position = inbox_put(KEYS[k], KEYS[k + 1], item, KEYS[k + 2])
+    verdict = (string.gsub(verdict, '"position":0', '"position":' .. position, 1))
     out[#out + 1] = seat
     out[#out + 1] = position
     k = k + 3

@@ -49,10 +49,7 @@ redis.call('HSET', KEYS[1], 'fingerprint', ARGV[2], 'doc', ARGV[3])
 
 local k = 6
 for _ = 1, tonumber(ARGV[12]) do
-  local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
-  redis.call('XADD', KEYS[k], position .. '-0', 'item',
-    (string.gsub(ARGV[5], '"position":0', '"position":' .. position, 1)))
-  redis.call('HINCRBY', KEYS[k + 2], 'notices', 1)
+  inbox_put(KEYS[k], KEYS[k + 1], ARGV[5], KEYS[k + 2])
   k = k + 3
 end
 return {'ok', ARGV[3]}

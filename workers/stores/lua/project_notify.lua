@@ -13,14 +13,11 @@ if ARGV[5] == '1' and redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then retur
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 local k = 2
 for _ = 1, tonumber(ARGV[4]) do
-  local before = redis.call('HGET', KEYS[k + 1], 'last') or '0'
-  local position = redis.call('HINCRBY', KEYS[k + 1], 'last', 1)
-  if redis.call('HGET', KEYS[k + 1], 'projectEnd') ~= before then
+  local position = inbox_put(KEYS[k], KEYS[k + 1], ARGV[3])
+  if redis.call('HGET', KEYS[k + 1], 'projectEnd') ~= tostring(position - 1) then
     redis.call('HSET', KEYS[k + 1], 'projectSince', position)
   end
   redis.call('HSET', KEYS[k + 1], 'projectEnd', position)
-  redis.call('XADD', KEYS[k], position .. '-0', 'item',
-    (string.gsub(ARGV[3], '"position":0', '"position":' .. position, 1)))
   k = k + 2
 end
 return tonumber(ARGV[4])
