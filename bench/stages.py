@@ -81,15 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.environ.pop("SEATWIRE_BROKER_URL", None)
 
-    from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
-    from workers.bootstrap import build_container, now_ms
-    from workers.broker import INGRESS_PUBLISH_RETRY, publish
+    from workers.bootstrap import build_container
     from workers.celery_app import create_app
-    from workers.queues import Task
     from workers.settings import Settings
-    from workers.stages.engagement import Engagement
-    from workers.stages.guardrails import Guardrails
-    from workers.stages.send import Send
 
     trips = RoundTrips()
     settings = Settings()
@@ -98,50 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     c.redis.flushdb()
     items = make_items(args.n, "stages", args.org_file)
 
-    def ingress(item: Any) -> dict[str, Any]:
-        import json
-
-        accepted = now_ms()
-        tracking, fingerprint, message = envelope(item, accepted)
-        c.journal.accept(
-            tracking,
-            kind="work",
-            seat_id=item.seat,
-            payload=json.dumps(message),
-            now_ms=accepted,
-            fingerprint=fingerprint,
-        )
-        publish(app, Task.ENGAGEMENT, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
-        c.journal.mark_enqueued(tracking, now_ms())
-        return message
-
-    def engagement(message: dict[str, Any]) -> dict[str, Any] | None:
-        # The stage tasks' bodies (workers/stages/*.py `register`): the handler built from
-        # the container for each message, then called.
-        nxt = Engagement.of(c)(WorkEnvelope.model_validate(message))
-        if nxt is None:
-            return None
-        wire = nxt.to_wire()
-        publish(app, Task.GUARDRAILS, nxt.tracking_id, wire)
-        return wire
-
-    def guardrails(message: dict[str, Any]) -> dict[str, Any] | None:
-        nxt = Guardrails.of(c)(DecisionEnvelope.model_validate(message))
-        if nxt is None:
-            return None
-        wire = nxt.to_wire()
-        publish(app, Task.SEND, nxt.tracking_id, wire)
-        return wire
-
-    def send(message: dict[str, Any]) -> str:
-        return Send.of(c).send(ReservedEnvelope.model_validate(message))
-
-    funcs: dict[str, Callable[[Any], Any]] = {
-        "ingress": ingress,
-        "engagement": engagement,
-        "guardrails": guardrails,
-        "send": send,
-    }
+    funcs = steps(c, app)
     times: dict[str, list[float]] = {s: [] for s in STEPS}
     rtts: dict[str, int] = dict.fromkeys(STEPS, 0)
 
@@ -196,6 +147,64 @@ def main(argv: list[str] | None = None) -> int:
     outbox.unlink(missing_ok=True)
     outbox.parent.rmdir()
     return 0
+
+
+def steps(c: Any, app: Any) -> dict[str, Callable[[Any], Any]]:
+    """What the ingress and the three stage tasks do for one report, in order, in-process:
+    each step takes what the one before returned (a bench item, then the stage messages),
+    and the send returns its outcome; None from a stage means the report stopped there."""
+    import json
+
+    from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+    from workers.bootstrap import now_ms
+    from workers.broker import INGRESS_PUBLISH_RETRY, publish
+    from workers.queues import Task
+    from workers.stages.engagement import Engagement
+    from workers.stages.guardrails import Guardrails
+    from workers.stages.send import Send
+
+    def ingress(item: Any) -> dict[str, Any]:
+        accepted = now_ms()
+        tracking, fingerprint, message = envelope(item, accepted)
+        c.journal.accept(
+            tracking,
+            kind="work",
+            seat_id=item.seat,
+            payload=json.dumps(message),
+            now_ms=accepted,
+            fingerprint=fingerprint,
+        )
+        publish(app, Task.ENGAGEMENT, tracking, message, retry_policy=INGRESS_PUBLISH_RETRY)
+        c.journal.mark_enqueued(tracking, now_ms())
+        return message
+
+    def engagement(message: dict[str, Any]) -> dict[str, Any] | None:
+        # The stage tasks' bodies (workers/stages/*.py `register`): the handler built from
+        # the container for each message, then called.
+        nxt = Engagement.of(c)(WorkEnvelope.model_validate(message))
+        if nxt is None:
+            return None
+        wire = nxt.to_wire()
+        publish(app, Task.GUARDRAILS, nxt.tracking_id, wire)
+        return wire
+
+    def guardrails(message: dict[str, Any]) -> dict[str, Any] | None:
+        nxt = Guardrails.of(c)(DecisionEnvelope.model_validate(message))
+        if nxt is None:
+            return None
+        wire = nxt.to_wire()
+        publish(app, Task.SEND, nxt.tracking_id, wire)
+        return wire
+
+    def send(message: dict[str, Any]) -> str:
+        return Send.of(c).send(ReservedEnvelope.model_validate(message))
+
+    return {
+        "ingress": ingress,
+        "engagement": engagement,
+        "guardrails": guardrails,
+        "send": send,
+    }
 
 
 # Functions whose cumulative time is reported (ms per report). They nest; see the notes.

@@ -128,6 +128,13 @@ class UpdatesPage(Wire):
     position: int = Field(ge=0, description="acknowledge this once the items are handled")
     acknowledged: int = Field(ge=0)
     has_more: bool
+    overflowed: int = Field(
+        default=0,
+        ge=0,
+        description="items directed to the seat but not put in its inbox because it held its "
+        "cap of unread items, since the last acknowledgement; each is a ledger row "
+        "(reason code inbox_full) naming its delivery",
+    )
 
 
 class SeatVerdict(Wire):
@@ -140,6 +147,11 @@ class SeatVerdict(Wire):
     reason: str
     why: str
     position: int | None = None
+    inbox_full: bool = Field(
+        default=False,
+        description="directed, but not put in the seat's inbox: it held its cap of unread "
+        "items (the seat's ledger has the row)",
+    )
     derived: bool = Field(
         default=False,
         description="true for a seat the event did not concern: its verdict was not stored "

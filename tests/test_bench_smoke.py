@@ -102,6 +102,13 @@ SMOKES: dict[str, Smoke] = {
         " --decisions 10 --decision-warmup 5",
         ("directedness, in-process", "decide_engagement", "Directory.of", "expertise"),
     ),
+    "capacity": Smoke(
+        "--redis-url {url} --reports 30 --events 30",
+        ("Per work report", "Per inbound event", "Per seat", "Sizing"),
+    ),
+    "capacity --soak": Smoke(
+        "--redis-url {url} --soak-minutes 0.05 --window-s 2 --rate 5", ("soak:", "used_memory")
+    ),
     "fsync": Smoke(
         "--rounds 1 --seconds 0.3 --concurrency 4 --per-slice 300",
         ("everysec", "always"),

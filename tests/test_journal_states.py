@@ -99,6 +99,8 @@ REDIS_COMMANDS = frozenset(
         "ZREMRANGEBYSCORE",
         "ZREVRANGE",
         "ZSCORE",
+        "HMGET",
+        "HSTRLEN",
     }
 )
 COMMAND_ARGUMENTS = frozenset(
@@ -121,6 +123,12 @@ COMMAND_ARGUMENTS = frozenset(
 )
 HASH_FIELDS = frozenset(
     {
+        # inbox meta (and the stats hash): the items refused for the cap, and those reported
+        "overflowed",
+        "overflowSeen",
+        # a final work entry: the size of the payload it gave up
+        "payloadBytes",
+        "inboxOverflowed",
         # journal entry
         "trackingId",
         "kind",
@@ -216,6 +224,7 @@ TEXT_FRAGMENTS = frozenset(
         "note:",  # the prefix of a send's notes on its op
         '"position":0',  # inbound_record fills in an inbox position ...
         '"position":',
+        'null,"inboxFull":true',  # ... or, when the seat's inbox was full, none
         '"@body@"',  # journal_enqueue splices the Celery body into its message ...
         "[[",
         "], {}, ",

@@ -31,7 +31,7 @@ from workers.stores.costs import Costs
 from workers.stores.decisions import Decisions
 from workers.stores.dlq import DeadLetters
 from workers.stores.inbound import InboundStore
-from workers.stores.inbox import Inbox
+from workers.stores.inbox import Inbox, InboxRoom
 from workers.stores.intents import Intents
 from workers.stores.issues import Issues
 from workers.stores.journal import Journal
@@ -115,7 +115,8 @@ def build_container(
         ledger_retention_ms=settings.ledger_retention_ms,
     )
     outbound = outbound_for(settings, org, client)
-    inbound = InboundStore(client, retention_ms=settings.inbound_retention_ms)
+    room = InboxRoom(cap=settings.inbox_cap, ledger_retention_ms=settings.ledger_retention_ms)
+    inbound = InboundStore(client, retention_ms=settings.inbound_retention_ms, room=room)
     return Container(
         settings=settings,
         redis=client,
@@ -133,12 +134,12 @@ def build_container(
         overrides=Overrides(client),
         claims=Claims(client),
         seat_runs=SeatRuns(client),
-        project=ProjectStore(client),
+        project=ProjectStore(client, room=room),
         issues=Issues(client),
         intents=Intents(client),
-        messages=Messages(client),
+        messages=Messages(client, room=room),
         work=WorkItems(client),
-        decisions=Decisions(client),
+        decisions=Decisions(client, room=room),
         app=app,
     )
 

@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     # guardrails count in their own windowed sets, two days at most), so any bound is safe
     # for the limits; two days keeps at least what a guardrail window covers.
     ledger_retention_ms: int = Field(default=30 * 86_400_000, ge=2 * 86_400_000)
+    # How many unread items (given, not yet acknowledged) a seat's inbox holds; an item that
+    # finds it full is not put in it but written down: a ledger row `inbox_full`, the count
+    # the seat's next read of its updates reports, and the metric (workers/stores/inbox.py).
+    inbox_cap: int = Field(default=5_000, ge=1)
     slack_signing_secret: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("SEATWIRE_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),

@@ -646,3 +646,51 @@ def test_ledger_rows_are_kept_for_the_audit_retention_and_no_longer(
         row = LedgerRow(at_ms=NOW, seat_id="seat-a", work_id=tracking, reason_code="no_blocker")
         journal.record_decision(tracking, seat_id="seat-a", decision=nobody, row=row, now_ms=NOW)
     assert [r.work_id for r in lg.read(seat_ids=["seat-a"])] == ["t-b", "t-a"]
+    # the stream lasts as long as its rows: one no row is added to expires with them
+    ttl = redis_client.pttl(stream)
+    assert 0 < ttl <= 300
+
+
+def test_a_final_entry_gives_up_its_payload_and_still_knows_a_repeat(
+    redis_client: redis.Redis,
+) -> None:
+    """A work entry that ends (a decision that is final, or the ask's outcome) keeps its
+    state, decision and fingerprint, and only the size of its payload; an entry still open
+    keeps the payload its next stage reads; a repeat of the ended report is a duplicate and a
+    changed one a conflict, from the fingerprint alone."""
+    journal = Journal(redis_client)
+    payload = json.dumps({"report": "x" * 500})
+    for tracking in ("t-final", "t-open"):
+        journal.accept(
+            tracking, kind="work", seat_id="seat-a", payload=payload, now_ms=NOW, fingerprint="f1"
+        )
+    nobody = EngagementDecision(engage=False, reason_code="no_blocker", work_id="t-final")
+    row = LedgerRow(at_ms=NOW, seat_id="seat-a", work_id="t-final", reason_code="no_blocker")
+    journal.record_decision("t-final", seat_id="seat-a", decision=nobody, row=row, now_ms=NOW)
+    engage = decision("t-open", "k-open")
+    journal.record_decision("t-open", seat_id="seat-a", decision=engage, row=None, now_ms=NOW)
+
+    final = journal.get("t-final")
+    assert final is not None and "payload" not in final
+    assert final["state"] == "nobody" and final["payloadBytes"] == str(len(payload))
+    assert final["decision"]["reasonCode"] == "no_blocker" and final["fingerprint"] == "f1"
+    still = journal.get("t-open")
+    assert still is not None and still["state"] == "decided"
+    assert still["payload"] == json.loads(payload)
+
+    again = journal.accept(
+        "t-final", kind="work", seat_id="seat-a", payload=payload, now_ms=NOW, fingerprint="f1"
+    )
+    assert (again.new, again.state, again.fingerprint) == (False, "nobody", "f1")
+    other = journal.accept(
+        "t-final", kind="work", seat_id="seat-a", payload="{}", now_ms=NOW, fingerprint="f2"
+    )
+    assert other.fingerprint == "f1"  # the caller refuses it as a conflict
+
+    # the ask's outcome ends an engaging entry the same way
+    lg = ledger(redis_client)
+    assert reserve(lg, "open", engage).allowed  # its tracking id is t-open
+    assert finish(lg, "open", engage, outcome="engaged") == "ok"
+    ended = journal.get("t-open")
+    assert ended is not None and ended["state"] == "engaged" and "payload" not in ended
+    assert ended["payloadBytes"] == str(len(payload))

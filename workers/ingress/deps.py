@@ -50,7 +50,7 @@ class IngressDeps:
             token=settings.token().encode(),
             auth=Authenticator(settings, Tokens(token_client(settings, container)), container.org),
             clock_ms=clock_ms,
-            metrics=IngressMetrics.create(),
+            metrics=IngressMetrics.create(overflowed=container.inbox.overflowed),
             limiter=limiter_for(settings),
         )
 

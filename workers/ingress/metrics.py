@@ -5,11 +5,13 @@ routes' hot path too)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # A route is counted by its (method, endpoint): a 405 on its path is not that route.
@@ -24,7 +26,7 @@ class IngressMetrics:
     _children: dict[tuple[str, int], Any] = field(default_factory=dict)
 
     @classmethod
-    def create(cls) -> IngressMetrics:
+    def create(cls, *, overflowed: Callable[[], int | None] | None = None) -> IngressMetrics:
         registry = CollectorRegistry()
         requests = Counter(
             "seatwire_ingress_requests",
@@ -32,6 +34,8 @@ class IngressMetrics:
             ["route", "status"],
             registry=registry,
         )
+        if overflowed is not None:
+            registry.register(InboxOverflow(overflowed))
         return cls(registry=registry, requests=requests)
 
     def count(self, route: str, status: int) -> None:
@@ -40,6 +44,27 @@ class IngressMetrics:
         if child is None:
             child = self._children[key] = self.requests.labels(route, str(status))
         child.inc()
+
+
+class InboxOverflow(Collector):
+    """`seatwire_inbox_overflowed_total`: the items directed to a seat whose inbox held its cap
+    of unread items (workers/stores/inbox.py). The scripts that refuse them count them in
+    Redis, whichever process ran them, so the figure is read there at each scrape; when Redis
+    cannot answer (`read` gives None) the scrape goes on without it."""
+
+    def __init__(self, read: Callable[[], int | None]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        value = self.read()
+        if value is None:
+            return
+        yield CounterMetricFamily(
+            "seatwire_inbox_overflowed",
+            "Items directed to a seat whose inbox was full: not put in it (each is a ledger "
+            "row with reason code inbox_full)",
+            value=value,
+        )
 
 
 class RequestMetrics:

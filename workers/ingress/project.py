@@ -42,12 +42,20 @@ async def _notify(
     change = validated(json_body(raw) if raw.strip() else {}, model, "invalid_project_change")
     seats = [s.member_id for s in deps.container.org.current()[0].org.seats]
     body = change.body if isinstance(change, Announcement) else None
-    item = await run_in_threadpool(
+    notified = await run_in_threadpool(
         lambda: deps.container.project.notify(
             event, seats, by=change.by, now_ms=deps.clock_ms(), body=body
         )
     )
-    return JSONResponse({"event": event, "seats": len(seats), "item": item.to_wire()})
+    # `full`: the seats whose inbox held its cap of unread items; the item is not in theirs
+    return JSONResponse(
+        {
+            "event": event,
+            "seats": len(seats),
+            "full": list(notified.full),
+            "item": notified.item.to_wire(),
+        }
+    )
 
 
 @router.post("/project/start")

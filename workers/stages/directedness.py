@@ -54,6 +54,12 @@ class Directedness:
             org=view.snapshot,
             seats=len(view.roster.seats),
         )
+        if recorded.full:
+            log.warning(
+                "%s was directed to %s, whose inbox is full: not put in it (ledger row inbox_full)",
+                env.tracking_id,
+                ", ".join(recorded.full),
+            )
         if self.container is not None:
             outcome = vote_by_reply(self.container, candidate, now_ms=self.clock_ms())
             if outcome is not None:

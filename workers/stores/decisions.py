@@ -30,6 +30,7 @@ from typing import Any, cast
 import redis
 
 from workers.stores import keys
+from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
 from workers.stores.scripts import script, text
 
 RECEIPT_TTL_MS = 30 * 24 * 3_600_000
@@ -84,8 +85,9 @@ class Post:
 
 
 class Decisions:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, room: InboxRoom = DEFAULT_ROOM) -> None:
         self.r = client
+        self.room = room
         self._open = script(client, "direction_open")
         self._vote = script(client, "direction_vote")
         self._end = script(client, "direction_end")
@@ -107,9 +109,7 @@ class Decisions:
         """Open a direction once, notifying `notify`'s inboxes and, with `post`, journalling
         its post to the project's channel in the same step."""
         direction_id = str(doc["id"])
-        inbox_keys: list[str] = []
-        for seat in notify:
-            inbox_keys += [keys.inbox(seat), keys.inbox_meta(seat), keys.seat_state(seat)]
+        inbox_keys = [k for seat in notify for k in InboxRoom.seat_keys(seat)]
         reply = self._open(
             keys=[
                 keys.direction_request(opener, client_request_id),
@@ -118,6 +118,7 @@ class Decisions:
                 log_key(direction_id),
                 keys.journal(post.tracking_id if post else ""),
                 keys.JOURNAL_OPEN,
+                *InboxRoom.KEYS,
                 *inbox_keys,
             ],
             args=[
@@ -142,6 +143,8 @@ class Decisions:
                         post.deadline_ms,
                     )
                 ),
+                *self.room.args(),
+                *notify,
             ],
         )
         return _receipt_reply(text(reply[0]), reply)

@@ -28,6 +28,7 @@ from pipeline.facts import Known, Learned, Places, places_of
 from pipeline.fanout import Resolved, snapshot_channel, unconcerned_verdict
 from workers.errors import PermanentError
 from workers.stores import keys
+from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
 from workers.stores.scripts import script, text
 
 INBOUND_RETENTION_MS = 7 * 86_400_000  # above Slack's 24 h and GitHub's 72 h dedupe windows
@@ -45,6 +46,9 @@ class Recorded:
     new: bool  # False when an earlier delivery of the message had already recorded it
     state: str  # directed | ambient (or whatever final state the entry already had)
     positions: dict[str, int]  # seat -> inbox position, for the seats it was directed to
+    # the seats it was directed to whose inbox was full: it is not in their inbox (their
+    # ledgers have the row, workers/stores/inbox.py)
+    full: tuple[str, ...] = ()
 
 
 def _members(values: Iterable[Any]) -> frozenset[str]:
@@ -74,8 +78,10 @@ class InboundStore:
         *,
         retention_ms: int = INBOUND_RETENTION_MS,
         fact_ttl_ms: int = FACT_TTL_MS,
+        room: InboxRoom = DEFAULT_ROOM,
     ) -> None:
         self.r = client
+        self.room = room
         self.retention_ms = retention_ms
         self.fact_ttl_ms = fact_ttl_ms
         self._record = script(client, "inbound_record")
@@ -133,11 +139,7 @@ class InboundStore:
             if v.directed:
                 directed += 1
                 item = _item_json(candidate, v)
-                item_keys += [
-                    keys.inbox(r.seat_id),
-                    keys.inbox_meta(r.seat_id),
-                    keys.seat_state(r.seat_id),
-                ]
+                item_keys += InboxRoom.seat_keys(r.seat_id)
             seat_args += [r.seat_id, verdict, item]
             if r.learned:
                 facts += fact_keys(r.seat_id, places, r.learned)
@@ -153,6 +155,7 @@ class InboundStore:
                     keys.JOURNAL_FAILED,
                     keys.seat_verdicts(tracking_id),
                     keys.org_snapshot(version),
+                    *InboxRoom.KEYS,
                     *item_keys,
                     *(k for k, _ in facts),
                 ],
@@ -167,6 +170,7 @@ class InboundStore:
                     tracking_id,
                     version,
                     snapshot if send_snapshot else "",
+                    *self.room.args(),
                     *seat_args,
                     *(seat for _, seat in facts),
                 ],
@@ -183,8 +187,13 @@ class InboundStore:
             raise
         self._snapshots.add(version)
         verb, final, *pairs = (text(x) for x in reply)
-        positions = {pairs[i]: int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
-        return Recorded(new=verb == "ok", state=final, positions=positions)
+        placed = {pairs[i]: int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
+        return Recorded(
+            new=verb == "ok",
+            state=final,
+            positions={seat: p for seat, p in placed.items() if p > 0},
+            full=tuple(seat for seat, p in placed.items() if p == 0),
+        )
 
     def learn(self, seat_id: str, places: Places, learned: Learned) -> None:
         """Record what a seat's own send taught (idempotent: set additions)."""
@@ -285,7 +294,7 @@ def _verdict_fields(verdict: Directedness) -> str:
         reason=verdict.reason,
         why=verdict.why,
         position=0 if verdict.directed else None,
-    ).model_dump_json(by_alias=True)
+    ).model_dump_json(by_alias=True, exclude={"inbox_full"})  # the script adds it if full
     prefix = '{"seatId":"",'
     assert whole.startswith(prefix)
     return whole[len(prefix) :]

@@ -11,6 +11,9 @@ PREFIX = "sw:"
 JOURNAL_OPEN = f"{PREFIX}j:open"  # zset trackingId -> deadline ms, every non-final entry
 JOURNAL_FAILED = f"{PREFIX}j:failed"  # zset trackingId -> ms, entries a stage gave up on
 LEDGER_SEATS = f"{PREFIX}ledger:seats"  # set of seat ids that have a ledger stream
+# Deployment-wide counts the scripts keep (hash): `inboxOverflowed`, the items directed to a
+# seat whose inbox was full (workers/stores/inbox.py); exported as metrics.
+STATS = f"{PREFIX}stats"
 PENDING = f"{PREFIX}g:pending"  # zset opId -> reservation expiry ms
 OP_PREFIX = f"{PREFIX}g:op:"
 # The delivery cap, the dead-letter queue and the parking lot (DESIGN.md section 14).

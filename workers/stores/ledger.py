@@ -21,6 +21,11 @@ from workers.stores import keys
 from workers.stores.journal import LEDGER_RETENTION_MS, LEDGER_STREAM_CAP, RETENTION_MS
 from workers.stores.scripts import script, text
 
+# How long the windowed indexes the limits count in (by target, work, seat, rooms) keep an
+# entry: the longest window (a day) and as much again for clock skew. Counting reads only
+# these, never the ledger rows. Shorter only for a soak that cannot wait days (bench/capacity).
+WINDOW_KEEP_MS = 2 * DAY_MS
+
 # The ops `rows_for` reads back as rows: the live ones and the engaged (what the limits count
 # of an op that has no ledger row yet, or whose row is elsewhere).
 ROWS_OF_OPS = frozenset({*OP_LIVE_STATES, "engaged"})
@@ -37,9 +42,11 @@ class Ledger:
         reservation_ttl_ms: int = 1_800_000,
         retention_ms: int = RETENTION_MS,
         ledger_retention_ms: int = LEDGER_RETENTION_MS,
+        window_keep_ms: int = WINDOW_KEEP_MS,
     ) -> None:
         self.r = client
         self.limits = limits
+        self.window_keep_ms = window_keep_ms
         self.reservation_ttl_ms = reservation_ttl_ms
         self.retention_ms = retention_ms
         self.ledger_retention_ms = ledger_retention_ms
@@ -140,6 +147,7 @@ class Ledger:
             keys.OP_PREFIX,
             self.retention_ms,
             len(ids),
+            self.window_keep_ms,
             *ids,
             *(x for kv in fields.items() for x in kv),
         ]

@@ -24,6 +24,7 @@ import redis
 
 from pipeline import messages as rules
 from workers.stores import keys
+from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
 from workers.stores.scripts import script, text
 
 
@@ -32,12 +33,15 @@ class Sent:
     """The outcome of a send: `verb` is ok (sent now), duplicate (sent before: the original
     receipt), conflict (the id was used for another send: its receipt), unknown (the message
     replied to does not exist) or limited (`interval_at_ms` / `hourly_at_ms`: when the limit
-    that binds lets the next one through; 0 when it does not bind)."""
+    that binds lets the next one through; 0 when it does not bind). `full` names the
+    recipients of a send made now whose inbox was full (workers/stores/inbox.py): the
+    message is in its thread, not in their inboxes, and their ledgers have the row."""
 
     verb: str
     receipt: dict[str, Any] | None = None
     interval_at_ms: int = 0
     hourly_at_ms: int = 0
+    full: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,9 @@ class Page:
 
 
 class Messages:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, room: InboxRoom = DEFAULT_ROOM) -> None:
         self.r = client
+        self.room = room
         self._send = script(client, "message_send")
 
     def parent(self, message_id: str) -> Parent | None:
@@ -80,9 +85,7 @@ class Messages:
     ) -> Sent:
         reply_to = doc["replyTo"] or ""
         message_key = keys.message(out.message_id)
-        inbox_keys: list[str] = []
-        for seat in out.recipients:
-            inbox_keys += [keys.inbox(seat), keys.inbox_meta(seat), keys.seat_state(seat)]
+        inbox_keys = [k for seat in out.recipients for k in InboxRoom.seat_keys(seat)]
         reply = self._send(
             keys=[
                 keys.message_request(sender, client_message_id),
@@ -90,6 +93,7 @@ class Messages:
                 keys.thread(doc["threadId"]),
                 keys.message_rate(sender),
                 keys.message(reply_to) if reply_to else message_key,
+                *InboxRoom.KEYS,
                 *inbox_keys,
             ],
             args=[
@@ -105,6 +109,8 @@ class Messages:
                 rules.HOURLY_LIMIT,
                 rules.HOUR_MS,
                 len(out.recipients),
+                *self.room.args(),
+                *out.recipients,
             ],
         )
         verb = text(reply[0])
@@ -112,7 +118,7 @@ class Messages:
             return Sent(verb, interval_at_ms=int(reply[1]), hourly_at_ms=int(reply[2]))
         if verb == "unknown":
             return Sent(verb)
-        return Sent(verb, receipt=json.loads(reply[1]))
+        return Sent(verb, receipt=json.loads(reply[1]), full=tuple(text(s) for s in reply[2:]))
 
     def place(self, thread_id: str, message_id: str) -> int | None:
         """Where a message sits in a thread; None when it is not one of the thread's."""

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import redis
 
 from contracts import Candidate, InboxItem, MessagePart
 from workers.stores import keys
+from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
 from workers.stores.scripts import script
+from workers.stores.scripts import text as as_text
 
 ProjectEvent = Literal["start", "pause", "resume", "announcement", "card"]
 SOURCE = "seatwire"
@@ -36,9 +39,19 @@ WORDS: dict[ProjectEvent, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Notified:
+    """A project item and the seats whose inbox was full (workers/stores/inbox.py): it is not
+    in theirs, and their ledgers have the row."""
+
+    item: InboxItem
+    full: tuple[str, ...] = ()
+
+
 class ProjectStore:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, room: InboxRoom = DEFAULT_ROOM) -> None:
         self.r = client
+        self.room = room
         self._notify = script(client, "project_notify")
 
     def notify(
@@ -50,7 +63,7 @@ class ProjectStore:
         now_ms: int,
         body: str | None = None,
         card: str | None = None,
-    ) -> InboxItem:
+    ) -> Notified:
         """Set the flag `event` changes (if any) and put its item in every seat's inbox. A
         `card` event carries the card's fingerprint and is announced once per fingerprint."""
         text = body if event in ("announcement", "card") and body else WORDS.get(event, "")
@@ -77,12 +90,13 @@ class ProjectStore:
         )
         template = item.model_dump_json(by_alias=True).replace('"position":1', '"position":0', 1)
         field, value = ("card", card or "") if event == "card" else FLAGS.get(event, ("", ""))
-        seat_keys = [k for s in seat_ids for k in (keys.inbox(s), keys.inbox_meta(s))]
+        seat_keys = [k for s in seat_ids for k in InboxRoom.seat_keys(s, notices=False)]
         once = "1" if event == "card" else "0"
-        self._notify(
-            keys=[keys.PROJECT, *seat_keys], args=[field, value, template, len(seat_ids), once]
+        full = self._notify(
+            keys=[keys.PROJECT, *InboxRoom.KEYS, *seat_keys],
+            args=[field, value, template, len(seat_ids), once, *self.room.args(), *seat_ids],
         )
-        return item
+        return Notified(item, tuple(as_text(s) for s in full))
 
     def card_changed(self, seat_ids: Sequence[str], *, card: str, name: str, now_ms: int) -> None:
         """Announce a new project card (its fingerprint `card`) to every seat, once; the first

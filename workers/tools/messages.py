@@ -12,11 +12,14 @@ pages a thread, oldest first, for any seat of the project.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from contracts.tools import ReadThread, SendMessage
 from pipeline import messages as rules
 from workers.tools.base import ToolContext, ToolError, tool
+
+log = logging.getLogger(__name__)
 
 
 def _unknown_thread(thread_id: str, field: str) -> ToolError:
@@ -88,6 +91,13 @@ def send_message(ctx: ToolContext, args: SendMessage) -> dict[str, Any]:
             field="client_message_id",
             status=409,
             original=sent.receipt,
+        )
+    if sent.full:
+        log.warning(
+            "message %s from %s is not in the inbox of %s: full (ledger row inbox_full)",
+            sent.receipt.get("messageId"),
+            sender,
+            ", ".join(sent.full),
         )
     return sent.receipt
 

@@ -138,7 +138,10 @@ def find_agents(ctx: ToolContext, args: FindAgents) -> dict[str, Any]:
     "get_updates",
     "What was delivered to you and not yet acknowledged, oldest first (at "
     "most 50 items or 64 KB). Handle them, then call again with `ack` = the `position` you "
-    "got: until then the same items come back. `has_more` says there is another page.",
+    "got: until then the same items come back. `has_more` says there is another page. "
+    "`overflowed` counts items meant for you that your inbox had no room for (it holds a "
+    "cap of unread items) since you last acknowledged: acknowledge sooner; each is in the "
+    "ledger with reason code inbox_full.",
 )
 def get_updates(ctx: ToolContext, args: GetUpdates) -> dict[str, Any]:
     inbox = ctx.container.inbox

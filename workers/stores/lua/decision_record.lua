@@ -1,5 +1,6 @@
 -- Record the engagement stage's decision once; first writer wins, so a redelivered or
--- concurrent run reuses the decision that was already made.
+-- concurrent run reuses the decision that was already made. A decision that ends the entry
+-- trims its payload (journal_common.lua).
 -- KEYS: entry, open-index, seat ledger stream, ledger seats set.
 -- ARGV: decisionJson, rowJson ('' when the decision engages), finalState ('' when it engages),
 --       nowMs, seatId, trackingId, retention ms of a final entry, ledger stream cap, how long
@@ -16,6 +17,7 @@ if ARGV[2] ~= '' then
   ledger_trim(KEYS[3], ARGV[9])
   redis.call('SADD', KEYS[4], ARGV[5])
   redis.call('HSET', KEYS[1], 'state', ARGV[3], 'finalAtMs', ARGV[4])
+  journal_trim(KEYS[1])
   redis.call('ZREM', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 else

@@ -7,13 +7,15 @@
 -- and its publish, since the sweeper re-enqueues an entry whose message went missing.
 -- KEYS: 1 the request's receipt key (fingerprint then receipt JSON), 2 the direction hash,
 --       3 the index zset, 4 the direction's log stream, 5 the post's journal entry, 6 the
---       journal's open index, then 3 per seat notified (inbox stream, inbox meta, seat
---       counters hash).
+--       journal's open index, 7 the stats hash, 8 the set of seats with a ledger, then 4 per
+--       seat notified (inbox stream, inbox meta, seat counters hash, seat ledger stream).
 -- ARGV: 1 fingerprint (64 hex), 2 receipt JSON, 3 the direction's fixed part JSON,
 --       4 deadline (Unix ms), 5 direction id, 6 log entry JSON, 7 inbox item JSON (with
 --       "position":0 for the script to fill in), 8 seats notified, 9 receipt TTL ms,
 --       10 the post's tracking id ('' = no post), 11 its seat, 12 its payload JSON, 13 its
---       decision JSON, 14 nowMs, 15 the post entry's deadline (Unix ms).
+--       decision JSON, 14 nowMs, 15 the post entry's deadline (Unix ms), 16 inbox cap,
+--       17 ledger retention ms, 18 ledger row cap, 19 the overflow row's JSON, then 1 per seat notified: its seat id
+--       (a seat whose inbox is full is not notified: inbox_common.lua writes that down).
 -- Returns {'duplicate', receipt} (the same open again), {'conflict', receipt} (the request
 -- id was used for another input) or {'recorded', receipt}. Only 'recorded' writes.
 local replayed = direction_replay(KEYS[1], ARGV[1])
@@ -36,9 +38,10 @@ if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
     'updatedAtMs', ARGV[14], 'enqueuedAtMs', ARGV[14], 'fingerprint', '', 'deliveries', 1)
   redis.call('ZADD', KEYS[6], ARGV[15], ARGV[10])
 end
-local k = 7
-for _ = 1, tonumber(ARGV[8]) do
-  inbox_put(KEYS[k], KEYS[k + 1], ARGV[7], KEYS[k + 2])
-  k = k + 3
+local room = inbox_room(ARGV[16], ARGV[17], ARGV[18], ARGV[19], KEYS[7], KEYS[8])
+local k = 9
+for i = 1, tonumber(ARGV[8]) do
+  inbox_put(KEYS[k], KEYS[k + 1], ARGV[7], KEYS[k + 2], ARGV[19 + i], KEYS[k + 3], room)
+  k = k + 4
 end
 return {'recorded', ARGV[2]}

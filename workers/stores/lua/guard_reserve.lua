@@ -7,7 +7,9 @@
 -- ARGV: 1 opId, 2 nowMs ('' = Redis TIME), 3 reengageAfterMs, 4 maxAttemptsPerAsk,
 --       5 perTargetPerDay, 6 perWorkPerDay, 7 perSeatPerHour, 8 roomsPerDay,
 --       9 createsRoom ('1'|'0'), 10 reservation ttl ms, 11 op key prefix, 12 retention ms,
---       13 n targets, 14..13+n target ids, then field/value pairs stored on the op hash.
+--       13 n targets, 14 how long a window index keeps an entry (ms; two days, the longest
+--       window and as much again for clock skew), 15..14+n target ids, then field/value
+--       pairs stored on the op hash.
 -- Returns {allowed 0|1, code|'', attempt, sameKey, lastSameAtMs|-1, work, seat, rooms,
 --          atMs, replay 0|1, targetCount1, ...}
 local DAY, HOUR = 86400000, 3600000
@@ -75,7 +77,7 @@ local reply = {allowed, code, same + 1, same, last, work, seat, rooms, now, 0}
 for i = 1, n do reply[10 + i] = perTarget[i] end
 
 local fields = {}
-for i = 14 + n, #ARGV, 2 do
+for i = 15 + n, #ARGV, 2 do
   table.insert(fields, ARGV[i]); table.insert(fields, ARGV[i + 1])
 end
 if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
@@ -90,8 +92,8 @@ if allowed == 1 then
     redis.call('ZADD', k, now, ARGV[1])
     if k ~= KEYS[3] then
       -- Rolling windows never look back more than a day; keep two for clock skew.
-      redis.call('ZREMRANGEBYSCORE', k, '-inf', now - 2 * DAY)
-      redis.call('PEXPIRE', k, 2 * DAY)
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', now - tonumber(ARGV[14]))
+      redis.call('PEXPIRE', k, ARGV[14])
     else
       redis.call('PEXPIRE', k, tonumber(ARGV[12]))
     end

@@ -2,17 +2,20 @@
 -- (its client_message_id), its rate, the message, its place in its thread, and a directed
 -- item in each recipient's inbox with the recipient's notices.
 -- KEYS: 1 request hash, 2 message hash, 3 thread zset, 4 the sender's rate zset,
---       5 the hash of the message replied to (KEYS[2] when it starts a thread),
---       then 3 per recipient (inbox stream, inbox meta, seat counters hash).
+--       5 the hash of the message replied to (KEYS[2] when it starts a thread), 6 the stats
+--       hash, 7 the set of seats with a ledger, then 4 per recipient (inbox stream, inbox
+--       meta, seat counters hash, seat ledger stream).
 -- ARGV: 1 nowMs, 2 fingerprint, 3 receipt JSON, 4 message JSON, 5 inbox item JSON (with
 --       "position":0 for the script to fill in), 6 thread id, 7 message id, 8 the id of the
 --       message replied to ('' for a new thread), 9 min interval ms, 10 hourly limit,
---       11 window ms (an hour), 12 recipient count.
+--       11 window ms (an hour), 12 recipient count, 13 inbox cap, 14 ledger retention ms,
+--       15 ledger row cap, 16 the overflow row's JSON, then 1 per recipient: its seat id.
 -- Returns {'duplicate', receipt} (the same send again: nothing written),
 --   {'conflict', receipt} (the id was used for another send: nothing written),
 --   {'unknown'} (the message replied to does not exist: nothing written),
 --   {'limited', intervalAtMs, hourlyAtMs} (0 for a limit that does not bind: nothing
---   written), or {'ok', receipt}.
+--   written), or {'ok', receipt, seatId...} naming the recipients whose inbox was full
+--   (inbox_common.lua: the message is not in their inbox, their ledgers have the row).
 local now = tonumber(ARGV[1])
 local stored = redis.call('HGET', KEYS[1], 'fingerprint')
 if stored then
@@ -47,9 +50,14 @@ redis.call('ZADD', KEYS[4], now, ARGV[7])
 redis.call('PEXPIRE', KEYS[4], ARGV[11])
 redis.call('HSET', KEYS[1], 'fingerprint', ARGV[2], 'doc', ARGV[3])
 
-local k = 6
-for _ = 1, tonumber(ARGV[12]) do
-  inbox_put(KEYS[k], KEYS[k + 1], ARGV[5], KEYS[k + 2])
-  k = k + 3
+local room = inbox_room(ARGV[13], ARGV[14], ARGV[15], ARGV[16], KEYS[6], KEYS[7])
+local out = {'ok', ARGV[3]}
+local k = 8
+for i = 1, tonumber(ARGV[12]) do
+  local seat = ARGV[16 + i]
+  if inbox_put(KEYS[k], KEYS[k + 1], ARGV[5], KEYS[k + 2], seat, KEYS[k + 3], room) == 0 then
+    out[#out + 1] = seat
+  end
+  k = k + 4
 end
-return {'ok', ARGV[3]}
+return out

@@ -1,4 +1,5 @@
--- Record an ask's final outcome once: the op state, the ledger row, the journal entry.
+-- Record an ask's final outcome once: the op state, the ledger row, the journal entry (its
+-- payload trimmed: journal_common.lua).
 -- A definite failure releases the reservation (it never reached anyone); `engaged` keeps it,
 -- and so does `shadowed` (shadow mode counts what it would have sent, as `on` would).
 -- A message that went out is indexed by where it is (KEYS 6: its channel and message id), so
@@ -45,6 +46,7 @@ if redis.call('HSETNX', KEYS[1], 'logged', '1') == 1 then
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'state', ARGV[1], 'finalAtMs', ARGV[4], 'updatedAtMs', ARGV[4])
+  journal_trim(KEYS[2])
   redis.call('ZREM', KEYS[3], ARGV[5])
   redis.call('PEXPIRE', KEYS[2], ARGV[11])
 end
