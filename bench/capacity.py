@@ -308,6 +308,7 @@ def soak(args: argparse.Namespace, tmp: Path) -> None:
     end = start + args.soak_minutes * 60
     next_sample = start
     next_read = start
+    next_item = start
     n = 0
     samples: list[tuple[float, int, int]] = []
     while True:
@@ -328,10 +329,11 @@ def soak(args: argparse.Namespace, tmp: Path) -> None:
             load.read_inboxes()
             load.drop_queues()
             next_read += 5
-        due = start + (load.done + 1) / args.rate
-        if due > now:
-            time.sleep(min(due - now, 0.5))
+        if next_item > now:
+            time.sleep(min(next_item - now, 0.5))
             continue
+        # a steady rate: what a busy moment missed is skipped, never caught up in a burst
+        next_item = max(next_item + 1 / args.rate, now - 1.0)
         load.report()
         load.event()
         n += 1

@@ -137,7 +137,7 @@ def build_container(
         project=ProjectStore(client, room=room),
         issues=Issues(client),
         intents=Intents(client),
-        messages=Messages(client, room=room),
+        messages=Messages(client, room=room, retention_ms=settings.message_retention_ms),
         work=WorkItems(client),
         decisions=Decisions(client, room=room),
         app=app,

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     # finds it full is not put in it but written down: a ledger row `inbox_full`, the count
     # the seat's next read of its updates reports, and the metric (workers/stores/inbox.py).
     inbox_cap: int = Field(default=5_000, ge=1)
+    # How long a message between seats (and its request record) is kept; a thread lasts as
+    # long as its newest message (workers/stores/messages.py).
+    message_retention_ms: int = Field(default=90 * 86_400_000, ge=86_400_000)
     slack_signing_secret: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("SEATWIRE_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),

@@ -388,3 +388,35 @@ def test_a_message_makes_the_controller_run_the_recipient_for_notices(
     assert turn["seatId"] == "sage"
     run = c.seat_runs.get("sage").run
     assert run.active is not None and run.active.reason == "notices"
+
+
+def test_messages_are_kept_for_their_retention_and_a_thread_as_long_as_its_newest(
+    world: World,
+) -> None:
+    """A message, its request record and its thread expire after the message retention (90
+    days); a send after a thread's oldest message aged out drops its place, and a read skips
+    a place whose message has gone in between."""
+    day = 86_400_000
+    retention = world.settings.message_retention_ms
+    root = world.send("scout", "r0", ["sage"], "old")
+    thread = f"sw:thread:{root['threadId']}"
+    for key in (f"sw:msg:{root['messageId']}", thread, "sw:msgreq:scout:r0"):
+        assert retention - 60_000 < world.container.redis.pttl(key) <= retention, key
+    second = world.send("scout", "r1", ["sage"], "middle", thread_id=root["messageId"])
+    world.clock.tick(retention + day)  # the first two aged out; the thread goes on
+    world.container.redis.delete(f"sw:msg:{second['messageId']}")  # as its TTL would
+    _, body = world.tool("sage", "read_thread", thread_id=root["threadId"])
+    assert body["messages"] == [] or [m["body"] for m in body["messages"]] == ["old"]
+    status, got = world.tool(
+        "scout",
+        "send_message",
+        to=["sage"],
+        body="new",
+        client_message_id="r2",
+        thread_id=root["messageId"],
+    )
+    assert status == 200, got
+    members = [m.decode() for m in world.container.redis.zrange(thread, 0, -1)]
+    assert members == [got["messageId"]]  # the places older than the retention went
+    _, body = world.tool("sage", "read_thread", thread_id=root["threadId"])
+    assert [m["body"] for m in body["messages"]] == ["new"]

@@ -4,8 +4,11 @@ One send is one script (workers/stores/lua/message_send.lua): the sender's reque
 for its `client_message_id`, its rate, the message, its place in its thread and a directed
 item in every recipient's inbox (with the recipient's `notices`, which the work controller
 reads) land together or not at all, and a retry of the same send finds the request record
-and writes nothing. Messages and threads are the project's history: they do not expire, and
-the 60-an-hour limit bounds how fast they grow.
+and writes nothing. Messages are kept `MESSAGE_RETENTION_MS` (SEATWIRE_MESSAGE_RETENTION_MS,
+90 days) from when they were sent, with their request records; a thread lasts as long as its
+newest message, and its places older than that go as a message is added (a read skips any
+place whose message has gone in between). A reply to a message that has gone is refused as
+unknown. The 60-an-hour limit bounds how fast they grow within the retention.
 
     msg:{id}              hash: doc (the message's JSON), threadId
     thread:{id}           zset: message id -> its place (creation order, strictly rising)
@@ -59,10 +62,20 @@ class Page:
     more: bool
 
 
+MESSAGE_RETENTION_MS = 90 * 86_400_000
+
+
 class Messages:
-    def __init__(self, client: redis.Redis, *, room: InboxRoom = DEFAULT_ROOM) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        room: InboxRoom = DEFAULT_ROOM,
+        retention_ms: int = MESSAGE_RETENTION_MS,
+    ) -> None:
         self.r = client
         self.room = room
+        self.retention_ms = retention_ms
         self._send = script(client, "message_send")
 
     def parent(self, message_id: str) -> Parent | None:
@@ -110,6 +123,7 @@ class Messages:
                 rules.HOUR_MS,
                 len(out.recipients),
                 *self.room.args(),
+                self.retention_ms,
                 *out.recipients,
             ],
         )
@@ -145,7 +159,7 @@ class Messages:
         pipe = self.r.pipeline(transaction=False)
         for member, _score in found[: rules.PAGE_MESSAGES]:
             pipe.hget(keys.message(text(member)), "doc")
-        # a thread's messages are written with it, so every one is there
+        # a place whose message outlived its retention since the thread's last add is skipped
         kept = [
             (doc, int(score))
             for (_member, score), doc in zip(found, pipe.execute(), strict=False)

@@ -9,7 +9,8 @@
 --       "position":0 for the script to fill in), 6 thread id, 7 message id, 8 the id of the
 --       message replied to ('' for a new thread), 9 min interval ms, 10 hourly limit,
 --       11 window ms (an hour), 12 recipient count, 13 inbox cap, 14 ledger retention ms,
---       15 ledger row cap, 16 the overflow row's JSON, then 1 per recipient: its seat id.
+--       15 ledger row cap, 16 the overflow row's JSON, 17 how long a message, its request
+--       record and an idle thread are kept (ms), then 1 per recipient: its seat id.
 -- Returns {'duplicate', receipt} (the same send again: nothing written),
 --   {'conflict', receipt} (the id was used for another send: nothing written),
 --   {'unknown'} (the message replied to does not exist: nothing written),
@@ -44,17 +45,24 @@ if interval_at > 0 or hourly_at > 0 then return {'limited', interval_at, hourly_
 local score = now
 local top = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if top[2] and tonumber(top[2]) >= score then score = tonumber(top[2]) + 1 end
+-- kept for the retention: each message from when it was sent, the thread while it is used
+-- (the places older than the retention go as one is added), the request record with it
+local keep = tonumber(ARGV[17])
 redis.call('ZADD', KEYS[3], score, ARGV[7])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (score - keep))
+redis.call('PEXPIRE', KEYS[3], keep)
 redis.call('HSET', KEYS[2], 'doc', ARGV[4], 'threadId', ARGV[6])
+redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('ZADD', KEYS[4], now, ARGV[7])
 redis.call('PEXPIRE', KEYS[4], ARGV[11])
 redis.call('HSET', KEYS[1], 'fingerprint', ARGV[2], 'doc', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], keep)
 
 local room = inbox_room(ARGV[13], ARGV[14], ARGV[15], ARGV[16], KEYS[6], KEYS[7])
 local out = {'ok', ARGV[3]}
 local k = 8
 for i = 1, tonumber(ARGV[12]) do
-  local seat = ARGV[16 + i]
+  local seat = ARGV[17 + i]
   if inbox_put(KEYS[k], KEYS[k + 1], ARGV[5], KEYS[k + 2], seat, KEYS[k + 3], room) == 0 then
     out[#out + 1] = seat
   end
