@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -416,7 +416,7 @@ def test_messages_are_kept_for_their_retention_and_a_thread_as_long_as_its_newes
         thread_id=root["messageId"],
     )
     assert status == 200, got
-    members = [m.decode() for m in world.container.redis.zrange(thread, 0, -1)]
+    members = [m.decode() for m in cast(list[bytes], world.container.redis.zrange(thread, 0, -1))]
     assert members == [got["messageId"]]  # the places older than the retention went
     _, body = world.tool("sage", "read_thread", thread_id=root["threadId"])
     assert [m["body"] for m in body["messages"]] == ["new"]
