@@ -1,15 +1,32 @@
 """The Celery side of the broker: the reliability settings of DESIGN.md section 14, the beat
-schedule and `publish`, all derived from the stage table (workers/queues.py).
+schedule, `publish`, and the wire format of a Celery message on a Redis broker, all derived
+from the stage table (workers/queues.py).
 
 `configure` sets an app up for given settings without connecting anywhere and without
 registering a task (the runtime does that, workers/celery_app.py); the stores and the
 recovery code publish through `publish` with nothing more than an app.
+
+When the broker is the stores' own Redis (`shares_broker`), a message can be written without
+Celery: `celery_message` is Celery's task protocol 2, JSON, exactly as kombu's Redis transport
+stores it (pure string work), and `push` LPUSHes it on a given Redis client. The ingress's
+one-script intake (workers/ingress/intake.py) and the stage hand-offs (workers/stages/base.py
+`hand_off`) write theirs so: Celery's `send_task` costs 0.4-1.7 ms of CPU a message (a new
+kombu client, `maybe_declare`, routing), the LPUSH a few microseconds.
+tests/workers/test_intake.py and tests/workers/test_stage_handoff.py pin both to what Celery
+itself writes.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import time
+import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
+import redis
 from celery import Celery
 
 from workers.queues import BEAT_STAGES, TASK_QUEUE, Queue, Task, task_id
@@ -129,3 +146,145 @@ def publish(
         retry=True,
         retry_policy=retry_policy or WORKER_PUBLISH_RETRY,
     )
+
+
+# --------------------------------------------------------------------------- the wire
+
+EMBED = '{"callbacks": null, "errbacks": null, "chain": null, "chord": null}'
+_HOST = socket.gethostname()
+_REPLY_TO = str(uuid.uuid4())
+
+
+def shares_broker(settings: Settings) -> bool:
+    """True when the Celery broker is the stores' own Redis database (same URL)."""
+    url = settings.redis_url
+    if url is None or settings.broker_url not in (None, url):
+        return False
+    return urlsplit(url).scheme in ("redis", "rediss")
+
+
+def celery_body(payload: str) -> str:
+    """Celery's protocol-2 body for one positional argument (a JSON object)."""
+    return f"[[{payload}], {{}}, {EMBED}]"
+
+
+def _template(task: Task) -> str:
+    """The message of `task` as JSON, with @tid@, @root@, @parent@, @argsrepr@, @origin@ and
+    @tag@ left to fill in (the ids are tracking ids, uuids and pid@host: nothing in them
+    needs escaping; @parent@ is filled in with its JSON, null or a string)."""
+    queue = TASK_QUEUE[task].value
+    message: dict[str, Any] = {
+        "body": "@body@",
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": task.value,
+            "id": "@tid@",
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "root_id": "@root@",
+            "parent_id": "@parent@",
+            "argsrepr": "@argsrepr@",
+            "kwargsrepr": "{}",
+            "origin": "@origin@",
+            "ignore_result": None,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": {},
+        },
+        "properties": {
+            "correlation_id": "@tid@",
+            "reply_to": _REPLY_TO,
+            "argsrepr": "@argsrepr@",
+            "kwargsrepr": "{}",
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "delivery_tag": "@tag@",
+        },
+    }
+    return json.dumps(message)
+
+
+_TEMPLATES = {task: _template(task) for task in Task}
+
+
+def celery_message(
+    task: Task,
+    tracking_id: str,
+    payload: str | None = None,
+    *,
+    root_id: str | None = None,
+    parent_id: str | None = None,
+) -> str:
+    """The message `publish(app, task, tracking_id, json.loads(payload))` puts on the broker:
+    Celery task protocol 2, JSON, as kombu's Redis transport stores it — except that the body
+    is a plain JSON string (no `body_encoding`, which kombu reads as "not encoded") rather
+    than base64. Without `payload` the body is left as `"@body@"`, for the script to fill in
+    from the journal payload it is given anyway (the event then crosses the wire once).
+
+    Published from inside a task, Celery names that task as the parent (`parent_id`, its
+    id) and its `root_id` (or its id) as the root; outside one (`parent_id` None) the message
+    is its own root. `origin` is this process's, as Celery's `anon_nodename()`."""
+    tid = task_id(tracking_id, TASK_QUEUE[task])
+    message = (
+        _TEMPLATES[task]
+        .replace("@tid@", tid)
+        .replace("@root@", root_id or tid)
+        .replace('"@parent@"', json.dumps(parent_id))
+        .replace("@argsrepr@", f"[{tracking_id}]")
+        .replace("@origin@", f"gen{os.getpid()}@{_HOST}")
+        .replace("@tag@", str(uuid.uuid4()))
+    )
+    if payload is not None:
+        message = message.replace('"@body@"', json.dumps(celery_body(payload)))
+    return message
+
+
+# What kombu retries a publish on: the connection, never a reply (an `OOM` refusal, say).
+_PUSH_RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
+
+
+def push(
+    client: redis.Redis,
+    app: Celery,
+    task: Task,
+    tracking_id: str,
+    message: dict[str, Any],
+    *,
+    retry_policy: dict[str, Any] | None = None,
+) -> None:
+    """`publish` on a broker that is `client`'s Redis (`shares_broker`), with one LPUSH of
+    the message Celery would write: the same queue, task id, parent and root (those of the
+    task `app` is running, if any) and the same retry policy (a connection error is retried
+    in place at the policy's intervals, then raised). No countdown: an ETA message is
+    Celery's to write."""
+    parent = app.current_worker_task
+    request = parent.request if parent is not None else None
+    raw = celery_message(
+        task,
+        tracking_id,
+        json.dumps(message),
+        root_id=(request.root_id or request.id) if request is not None else None,
+        parent_id=request.id if request is not None else None,
+    )
+    queue = TASK_QUEUE[task].value
+    policy = retry_policy or WORKER_PUBLISH_RETRY
+    interval = float(policy["interval_start"])
+    retries = 0
+    while True:
+        try:
+            client.lpush(queue, raw)
+            return
+        except _PUSH_RETRYABLE:
+            if retries >= int(policy["max_retries"]):
+                raise
+        retries += 1
+        time.sleep(interval)
+        interval = min(interval + float(policy["interval_step"]), float(policy["interval_max"]))

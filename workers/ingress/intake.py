@@ -8,7 +8,7 @@ Two ways, one contract (`Intake.accept`):
   event loop.
   Celery's `send_task` costs about 0.4 ms of CPU a message and a worker thread per request;
   this is what lets one ingress process keep up with Slack. The message is Celery's protocol-2
-  message exactly as kombu's Redis transport stores it (`celery_message`, in wire.py);
+  message exactly as kombu's Redis transport stores it (`celery_message`, workers/broker.py);
   tests/workers/test_intake.py pins it to what Celery itself writes.
 - `CeleryIntake`, for any other broker (another Redis, RabbitMQ, the embedded in-memory one):
   journal, then Celery's publish, then mark the entry enqueued, in a worker thread.
@@ -24,7 +24,6 @@ import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -33,8 +32,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError, ResponseError
 
-from workers.broker import INGRESS_PUBLISH_RETRY, publish
-from workers.ingress.wire import EMBED, celery_message
+from workers.broker import EMBED, INGRESS_PUBLISH_RETRY, celery_message, publish
+from workers.broker import shares_broker as shares_broker  # where it was defined until issue 14
 from workers.queues import TASK_QUEUE, Task
 from workers.settings import Settings
 from workers.stores import keys
@@ -73,14 +72,6 @@ class Intake(Protocol):
     async def accept(self, arrival: Arrival) -> Enqueued: ...
 
     async def aclose(self) -> None: ...
-
-
-def shares_broker(settings: Settings) -> bool:
-    """True when the Celery broker is the stores' own Redis database (same URL)."""
-    url = settings.redis_url
-    if url is None or settings.broker_url not in (None, url):
-        return False
-    return urlsplit(url).scheme in ("redis", "rediss")
 
 
 class GroupCommit:

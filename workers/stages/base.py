@@ -23,7 +23,7 @@ from celery.signals import worker_process_init
 from kombu.exceptions import OperationalError
 
 from contracts._base import Wire
-from workers.broker import RETRY_BACKOFF_MAX_S, STAGE_MAX_RETRIES
+from workers.broker import RETRY_BACKOFF_MAX_S, STAGE_MAX_RETRIES, publish, push, shares_broker
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import TransientError
@@ -173,6 +173,21 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
             postpone(container.redis, tracking_id, until_ms=until)
         except Exception as exc2:  # best effort: at worst the sweeper sends a duplicate
             log.warning("could not postpone the deadline of %s: %s", tracking_id, exc2)
+
+
+def hand_off(
+    app: Celery, container: Container, task: Task, tracking_id: str, message: dict[str, Any]
+) -> None:
+    """Publish the next stage's message from inside a stage, under its deterministic task id
+    and the workers' publish retry policy: with one LPUSH of the message Celery would write
+    when the broker is the stores' own Redis (`shares_broker`; Celery's `send_task` costs
+    over a millisecond of CPU a message, most of a no-op hop), through Celery's publish for
+    any other broker. A failure either way is a retryable error for the stage, whose retry
+    runs it again idempotently (its decision or reservation is found, not made twice)."""
+    if shares_broker(container.settings):
+        push(container.redis, app, task, tracking_id, message)
+    else:
+        publish(app, task, tracking_id, message)
 
 
 # Every stage task's options: late ack, retry only what is transient, a bounded backoff.

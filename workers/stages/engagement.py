@@ -15,13 +15,12 @@ from contracts.messages import DecisionEnvelope, WorkEnvelope
 from contracts.send import SendMode
 from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
 from pipeline.guardrails import check_guardrails, judge
-from workers.broker import publish
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import PermanentError
 from workers.org import OrgSource
 from workers.queues import Task
-from workers.stages.base import Deps, StageTask, register_stage
+from workers.stages.base import Deps, StageTask, hand_off, register_stage
 from workers.stages.rows import ledger_row, nonengagement_row
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
@@ -146,8 +145,9 @@ TASK = Task.ENGAGEMENT  # this module's row of the stage table
 
 def register(app: Celery, deps: Deps) -> None:
     def engagement(task: StageTask, env: WorkEnvelope) -> None:
-        nxt = Engagement.of(task.deps())(env)
+        container = task.deps()
+        nxt = Engagement.of(container)(env)
         if nxt is not None:
-            publish(app, Task.GUARDRAILS, nxt.tracking_id, nxt.to_wire())
+            hand_off(app, container, Task.GUARDRAILS, nxt.tracking_id, nxt.to_wire())
 
     register_stage(app, TASK, deps, engagement)

@@ -10,12 +10,11 @@ from celery import Celery
 
 from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import DecisionEnvelope, ReservedEnvelope
-from workers.broker import publish
 from workers.clock import now_ms
 from workers.container import Container
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, StageTask, register_stage
+from workers.stages.base import Deps, StageTask, hand_off, register_stage
 from workers.stages.rows import stage_row
 from workers.stores.ledger import Ledger
 
@@ -74,9 +73,10 @@ TASK = Task.GUARDRAILS  # this module's row of the stage table
 
 def register(app: Celery, deps: Deps) -> None:
     def guardrails(task: StageTask, env: DecisionEnvelope) -> None:
-        nxt = Guardrails.of(task.deps())(env)
+        container = task.deps()
+        nxt = Guardrails.of(container)(env)
         if nxt is not None:
             crash_point("guardrails", "after_reserve", env.tracking_id)
-            publish(app, Task.SEND, nxt.tracking_id, nxt.to_wire())
+            hand_off(app, container, Task.SEND, nxt.tracking_id, nxt.to_wire())
 
     register_stage(app, TASK, deps, guardrails)

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-import redis
 from celery import Celery
 
 from contracts import GuardrailVerdict, SendGateVerdict, SendPolicy
@@ -45,9 +44,9 @@ from workers.recovery.faults import crash_point
 from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.guardrails import Guardrails
 from workers.stages.rows import stage_row
-from workers.stages.send_ask import ask_of, gate, idempotency_id, log
+from workers.stages.send_ask import ask_of, gate, idempotency_id
 from workers.stages.send_retry import retry_send
-from workers.stores.inbound import InboundStore
+from workers.stores.inbound import InboundStore, fact_keys
 from workers.stores.ledger import Ledger
 
 __all__ = ["Send", "idempotency_id", "register"]
@@ -302,7 +301,8 @@ class Send:
         why: str | None,
         result: SendResult | None = None,
     ) -> str:
-        """Record a send's final outcome once, with its ledger row; the script's verb."""
+        """Record a send's final outcome once, with its ledger row (and, engaged, what the
+        send taught: the thread and channel the seat spoke in); the script's verb."""
         row = stage_row(
             env.seat_id,
             env.decision,
@@ -327,7 +327,19 @@ class Send:
             idempotency_id=ask.idempotency_id,
             work_id=ask.work_id,
             sent_ttl_ms=thread_ttl_ms(ask.work_id),
+            facts=self._taught(env.seat_id, ask, result) if outcome == "engaged" else (),
+            fact_ttl_ms=self.inbound.fact_ttl_ms,
         )
+
+    @staticmethod
+    def _taught(seat_id: str, ask: OutboundAsk, result: SendResult | None) -> list[str]:
+        """The fact sets an engaged send makes the seat a member of (the seat's own message
+        echoed back by the provider teaches the thread again)."""
+        if result is None:
+            return []
+        places = Places(channel_id=result.channel_id, thread_root_id=None, item_id=None)
+        learned = learn_from_send(ask.thread_root_id, result.message_id)
+        return [key for key, _seat in fact_keys(seat_id, places, learned)]
 
     def _engaged(
         self,
@@ -349,16 +361,6 @@ class Send:
             why=None,
             result=result,
         )
-        # After the outcome, and best-effort: the ask is out and recorded whatever happens
-        # here; the seat's own message echoed back by the provider teaches the thread again.
-        try:
-            self.inbound.learn(
-                env.seat_id,
-                Places(channel_id=result.channel_id, thread_root_id=None, item_id=None),
-                learn_from_send(ask.thread_root_id, result.message_id),
-            )
-        except redis.RedisError as exc:
-            log.warning("could not record what %s's send taught: %s", env.seat_id, exc)
         return "engaged" if verb in ("ok", "done") else verb
 
 

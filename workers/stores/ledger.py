@@ -8,6 +8,7 @@ id, because redis-py may re-send a command whose reply was lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import redis
 
@@ -229,10 +230,13 @@ class Ledger:
         idempotency_id: str = "",
         work_id: str = "",
         sent_ttl_ms: int | None = None,
+        facts: Sequence[str] = (),
+        fact_ttl_ms: int = 0,
     ) -> str:
         """Record the final outcome once. Returns ok, done (already final) or stale. An
         engaged send's message is indexed by its place (`keys.sent_message`) for
-        `sent_ttl_ms` (by default the retention of its op), naming `work_id`."""
+        `sent_ttl_ms` (by default the retention of its op), naming `work_id`; the seat joins
+        the fact sets `facts` (what the send taught, kept `fact_ttl_ms`) in the same step."""
         verb, _state = self._finish(
             keys=[
                 keys.op(op_id),
@@ -241,6 +245,7 @@ class Ledger:
                 keys.ledger_stream(row.seat_id),
                 keys.LEDGER_SEATS,
                 keys.sent_message(channel_id, message_id),
+                *facts,
             ],
             args=[
                 outcome,
@@ -258,6 +263,7 @@ class Ledger:
                 work_id,
                 self.retention_ms if sent_ttl_ms is None else sent_ttl_ms,
                 self.ledger_retention_ms,
+                fact_ttl_ms,
             ],
         )
         return text(verb)

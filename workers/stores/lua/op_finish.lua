@@ -5,13 +5,16 @@
 -- A message that went out is indexed by where it is (KEYS 6: its channel and message id), so
 -- a reply in its thread can be traced to the work it asked about (a direction's post, whose
 -- replies are votes: workers/stages/directions.py).
+-- An engaged send also records what it taught (the seat joins the sets of KEYS 7..: the
+-- thread it spoke in, the channel), in the same step as its outcome.
 -- KEYS: 1 op hash, 2 journal entry, 3 journal open index, 4 seat ledger stream, 5 seats set,
---       6 the sent message's index hash.
+--       6 the sent message's index hash, 7.. the fact sets the seat joins when engaged.
 -- ARGV: 1 outcome (engaged|shadowed|send_failed|send_blocked|refused), 2 ledger row JSON,
 --       3 fencing token ('' = no check), 4 nowMs, 5 trackingId, 6 seatId, 7 opId,
 --       8 messageId, 9 channelId, 10 idempotencyId, 11 retention ms of a final journal entry,
 --       12 ledger stream cap, 13 workId, 14 how long the sent message's index is kept (ms),
---       15 how long a ledger row is kept (ms): older rows are trimmed as a row is added.
+--       15 how long a ledger row is kept (ms): older rows are trimmed as a row is added,
+--       16 how long a fact is kept (ms).
 -- Returns {'ok'|'done'|'stale', state}.
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'engaged' or state == 'send_failed' or state == 'send_blocked'
@@ -38,6 +41,12 @@ if ARGV[1] == 'engaged' and ARGV[8] ~= '' then
   redis.call('HSET', KEYS[6], 'workId', ARGV[13], 'trackingId', ARGV[5], 'seatId', ARGV[6],
     'opId', ARGV[7])
   redis.call('PEXPIRE', KEYS[6], ARGV[14])
+end
+if ARGV[1] == 'engaged' then
+  for i = 7, #KEYS do
+    redis.call('SADD', KEYS[i], ARGV[6])
+    redis.call('PEXPIRE', KEYS[i], ARGV[16])
+  end
 end
 if redis.call('HSETNX', KEYS[1], 'logged', '1') == 1 then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'row', ARGV[2])
