@@ -159,6 +159,7 @@ def steps(c: Any, app: Any) -> dict[str, Callable[[Any], Any]]:
     from workers.bootstrap import now_ms
     from workers.broker import INGRESS_PUBLISH_RETRY, publish
     from workers.queues import Task
+    from workers.stages.base import hand_off
     from workers.stages.engagement import Engagement
     from workers.stages.guardrails import Guardrails
     from workers.stages.send import Send
@@ -180,12 +181,12 @@ def steps(c: Any, app: Any) -> dict[str, Callable[[Any], Any]]:
 
     def engagement(message: dict[str, Any]) -> dict[str, Any] | None:
         # The stage tasks' bodies (workers/stages/*.py `register`): the handler built from
-        # the container for each message, then called.
+        # the container for each message, then called, then the hand-off.
         nxt = Engagement.of(c)(WorkEnvelope.model_validate(message))
         if nxt is None:
             return None
         wire = nxt.to_wire()
-        publish(app, Task.GUARDRAILS, nxt.tracking_id, wire)
+        hand_off(app, c, Task.GUARDRAILS, nxt.tracking_id, wire)
         return wire
 
     def guardrails(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -193,7 +194,7 @@ def steps(c: Any, app: Any) -> dict[str, Callable[[Any], Any]]:
         if nxt is None:
             return None
         wire = nxt.to_wire()
-        publish(app, Task.SEND, nxt.tracking_id, wire)
+        hand_off(app, c, Task.SEND, nxt.tracking_id, wire)
         return wire
 
     def send(message: dict[str, Any]) -> str:
