@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
@@ -110,3 +111,15 @@ def place(
         seats=len(seats),
     )
     return Placed(position=done.positions.get(seats[0], 0), new=done.new)
+
+
+def celery_fields(message: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """A Celery message's headers, properties and content fields, by (part, name): what two
+    messages are compared on, field by field."""
+    out: dict[tuple[str, str], Any] = {}
+    for part in ("headers", "properties"):
+        for name, value in message[part].items():
+            out[(part, name)] = value
+    for name in ("content-encoding", "content-type"):
+        out[("", name)] = message[name]
+    return out

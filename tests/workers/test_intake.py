@@ -19,6 +19,7 @@ from bench.chaos import RedisServer, redis_server, redis_server_path
 from pipeline.signatures import slack_headers
 from tests.auth import bearer
 from tests.conftest import IN_CI
+from tests.fakes import celery_fields
 from workers import bootstrap
 from workers.broker import publish
 from workers.celery_app import create_app
@@ -36,16 +37,6 @@ PAYLOAD = {"trackingId": "ev-1", "acceptedAtMs": 5, "candidate": {"deliveryId": 
 UNIQUE = {("properties", "delivery_tag"), ("properties", "reply_to"), ("headers", "origin")}
 
 
-def _fields(message: dict[str, Any]) -> dict[tuple[str, str], Any]:
-    out: dict[tuple[str, str], Any] = {}
-    for part in ("headers", "properties"):
-        for name, value in message[part].items():
-            out[(part, name)] = value
-    for name in ("content-encoding", "content-type"):
-        out[("", name)] = message[name]
-    return out
-
-
 def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_url: str) -> None:
     """Every header and property Celery's own publish writes to the Redis list, with the same
     values (but the per-message ids), and the same body (not base64-encoded)."""
@@ -53,7 +44,7 @@ def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_u
     publish(app, Task.DIRECTEDNESS, "ev-1", PAYLOAD)
     theirs = json.loads(redis_client.lpop("directedness"))  # type: ignore[arg-type]
     ours = json.loads(celery_message(Task.DIRECTEDNESS, "ev-1", json.dumps(PAYLOAD)))
-    a, b = _fields(theirs), _fields(ours)
+    a, b = celery_fields(theirs), celery_fields(ours)
     # Ours carries the body as a plain JSON string: no `body_encoding` (kombu: not encoded).
     assert a.pop(("properties", "body_encoding")) == "base64"
     assert a.keys() == b.keys()

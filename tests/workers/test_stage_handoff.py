@@ -17,6 +17,7 @@ import redis
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
 
+from tests.fakes import celery_fields
 from workers import broker
 from workers.broker import push, shares_broker
 from workers.celery_app import create_app
@@ -33,16 +34,6 @@ MESSAGE = {
 }
 # What differs per message or per thread by design: a uuid4 and Celery's per-thread oid.
 UNIQUE = {("properties", "delivery_tag"), ("properties", "reply_to")}
-
-
-def _fields(message: dict[str, Any]) -> dict[tuple[str, str], Any]:
-    out: dict[tuple[str, str], Any] = {}
-    for part in ("headers", "properties"):
-        for name, value in message[part].items():
-            out[(part, name)] = value
-    for name in ("content-encoding", "content-type"):
-        out[("", name)] = message[name]
-    return out
 
 
 def _inside_a_task(app: Celery, *, nested: bool, run: Callable[[], None]) -> None:
@@ -86,7 +77,7 @@ def test_the_pushed_message_is_the_one_celery_writes(
     else:
         _inside_a_task(app, nested=where == "nested", run=both)
     theirs, ours = (json.loads(r) for r in raw)
-    a, b = _fields(theirs), _fields(ours)
+    a, b = celery_fields(theirs), celery_fields(ours)
     assert a.pop(("properties", "body_encoding")) == "base64"
     assert a.keys() == b.keys()
     assert {k: v for k, v in a.items() if k not in UNIQUE} == {
