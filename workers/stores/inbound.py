@@ -195,17 +195,6 @@ class InboundStore:
             full=tuple(seat for seat, p in placed.items() if p == 0),
         )
 
-    def learn(self, seat_id: str, places: Places, learned: Learned) -> None:
-        """Record what a seat's own send taught (idempotent: set additions)."""
-        additions = fact_keys(seat_id, places, learned)
-        if not additions:
-            return
-        pipe = self.r.pipeline(transaction=False)
-        for key, seat in additions:
-            pipe.sadd(key, seat)
-            pipe.pexpire(key, self.fact_ttl_ms)
-        pipe.execute()
-
     def notices(self, seat_id: str) -> int:
         """Directed events ever placed in the seat's inbox (the work controller's notices)."""
         value = self.r.hget(keys.seat_state(seat_id), "notices")
