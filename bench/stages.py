@@ -159,7 +159,7 @@ def steps(c: Any, app: Any) -> dict[str, Callable[[Any], Any]]:
     from workers.bootstrap import now_ms
     from workers.broker import INGRESS_PUBLISH_RETRY, publish
     from workers.queues import Task
-    from workers.stages.base import hand_off
+    from workers.stages.base import hand_off, onwards
     from workers.stages.engagement import Engagement
     from workers.stages.guardrails import Guardrails
     from workers.stages.send import Send
@@ -181,20 +181,25 @@ def steps(c: Any, app: Any) -> dict[str, Callable[[Any], Any]]:
 
     def engagement(message: dict[str, Any]) -> dict[str, Any] | None:
         # The stage tasks' bodies (workers/stages/*.py `register`): the handler built from
-        # the container for each message, then called, then the hand-off.
-        nxt = Engagement.of(c)(WorkEnvelope.model_validate(message))
+        # the container for each message, then called, then the hand-off (in the handler's
+        # own script when the broker is the stores' Redis).
+        atomic = onwards(app, c)
+        nxt = Engagement.of(c, atomic)(WorkEnvelope.model_validate(message))
         if nxt is None:
             return None
         wire = nxt.to_wire()
-        hand_off(app, c, Task.GUARDRAILS, nxt.tracking_id, wire)
+        if atomic is None:
+            hand_off(app, c, Task.GUARDRAILS, nxt.tracking_id, wire)
         return wire
 
     def guardrails(message: dict[str, Any]) -> dict[str, Any] | None:
-        nxt = Guardrails.of(c)(DecisionEnvelope.model_validate(message))
+        atomic = onwards(app, c)
+        nxt = Guardrails.of(c, atomic)(DecisionEnvelope.model_validate(message))
         if nxt is None:
             return None
         wire = nxt.to_wire()
-        hand_off(app, c, Task.SEND, nxt.tracking_id, wire)
+        if atomic is None:
+            hand_off(app, c, Task.SEND, nxt.tracking_id, wire)
         return wire
 
     def send(message: dict[str, Any]) -> str:

@@ -9,9 +9,11 @@ recovery code publish through `publish` with nothing more than an app.
 When the broker is the stores' own Redis (`shares_broker`), a message can be written without
 Celery: `celery_message` is Celery's task protocol 2, JSON, exactly as kombu's Redis transport
 stores it (pure string work), and `push` LPUSHes it on a given Redis client. The ingress's
-one-script intake (workers/ingress/intake.py) and the stage hand-offs (workers/stages/base.py
-`hand_off`) write theirs so: Celery's `send_task` costs 0.4-1.7 ms of CPU a message (a new
-kombu client, `maybe_declare`, routing), the LPUSH a few microseconds.
+one-script intake (workers/ingress/intake.py), the engagement and guardrail stages' writes
+(workers/stores/onward.py: the message goes out in the script that records the decision or
+reserves the place) and the other stage hand-offs (workers/stages/base.py `hand_off`) write
+theirs so: Celery's `send_task` costs 0.4-1.7 ms of CPU a message (a new kombu client,
+`maybe_declare`, routing), the LPUSH a few microseconds.
 tests/workers/test_intake.py and tests/workers/test_stage_handoff.py pin both to what Celery
 itself writes.
 """
@@ -247,6 +249,20 @@ def celery_message(
     return message
 
 
+def stage_message(app: Celery, task: Task, tracking_id: str, payload: str | None) -> str:
+    """`celery_message` as Celery publishes it from the task `app` is running, if any: that
+    task its parent and its root the message's root."""
+    parent = app.current_worker_task
+    request = parent.request if parent is not None else None
+    return celery_message(
+        task,
+        tracking_id,
+        payload,
+        root_id=(request.root_id or request.id) if request is not None else None,
+        parent_id=request.id if request is not None else None,
+    )
+
+
 # What kombu retries a publish on: the connection, never a reply (an `OOM` refusal, say).
 _PUSH_RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
 
@@ -265,15 +281,7 @@ def push(
     task `app` is running, if any) and the same retry policy (a connection error is retried
     in place at the policy's intervals, then raised). No countdown: an ETA message is
     Celery's to write."""
-    parent = app.current_worker_task
-    request = parent.request if parent is not None else None
-    raw = celery_message(
-        task,
-        tracking_id,
-        json.dumps(message),
-        root_id=(request.root_id or request.id) if request is not None else None,
-        parent_id=request.id if request is not None else None,
-    )
+    raw = stage_message(app, task, tracking_id, json.dumps(message))
     queue = TASK_QUEUE[task].value
     policy = retry_policy or WORKER_PUBLISH_RETRY
     interval = float(policy["interval_start"])

@@ -192,3 +192,134 @@ def test_hand_off_pushes_on_a_shared_redis_and_publishes_otherwise(
         assert published == [] and [k for k, _ in client.pushed] == ["guardrails"]
     else:
         assert published == [(Task.GUARDRAILS, "wr-1", MESSAGE)] and client.pushed == []
+
+
+# --------------------------------------------------------------------------- in the write
+
+NOW = 1_800_000_000_000
+BLOCKED = {
+    "id": "billing-migration",
+    "title": "Migrate the billing tables",
+    "state": "blocked",
+    "scope": "billing database",
+    "blocker": {"kind": "access"},
+    "selfServeExhausted": True,
+}
+
+
+def _celery_writes(
+    app: Celery, client: redis.Redis, task: Task, message: dict[str, Any]
+) -> dict[str, Any]:
+    """What Celery's own publish of `message` for `wr-1` puts on `task`'s queue."""
+    broker.publish(app, task, "wr-1", message)
+    raw = client.lpop(TASK_QUEUE[task].value)
+    assert isinstance(raw, bytes)
+    found: dict[str, Any] = json.loads(raw)
+    return found
+
+
+def _same_message(theirs: dict[str, Any], ours: dict[str, Any]) -> None:
+    a, b = celery_fields(theirs), celery_fields(ours)
+    assert a.pop(("properties", "body_encoding")) == "base64"
+    assert {k: v for k, v in a.items() if k not in UNIQUE} == {
+        k: v for k, v in b.items() if k not in UNIQUE
+    }
+    assert json.loads(base64.b64decode(theirs["body"])) == json.loads(ours["body"])
+
+
+def test_a_decision_and_a_reservation_push_the_next_message_with_their_write_once(
+    redis_client: redis.Redis, redis_url: str
+) -> None:
+    """On a shared Redis the engaging decision lands with the guardrail stage's message and
+    the reservation with the send stage's (the attempt it counted written in), each the
+    message Celery would publish; run again (a redelivery, a sweeper's copy) neither
+    pushes a second one, and the send stage takes the pushed message to the wire."""
+    from contracts import GuardrailVerdict, Limits, WorkReport
+    from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+    from tests.fakes import FakeOutbound
+    from workers.org import OrgSource
+    from workers.settings import BUNDLED_ORG
+    from workers.stages.base import Onwards
+    from workers.stages.engagement import Engagement
+    from workers.stages.guardrails import Guardrails
+    from workers.stages.send import Send
+    from workers.stores.inbound import InboundStore
+    from workers.stores.journal import Journal
+    from workers.stores.ledger import Ledger
+
+    app = create_app(Settings(redis_url=redis_url, api_token="t"))
+    journal, ledger = Journal(redis_client), Ledger(redis_client, limits=Limits())
+    org = OrgSource.open(BUNDLED_ORG)
+    engagement = Engagement(journal, ledger, org, lambda: NOW, onwards=Onwards(app))
+    guardrails = Guardrails(ledger, lambda: NOW, onwards=Onwards(app))
+    journal.accept("wr-1", kind="work", seat_id="scout", payload="{}", now_ms=NOW, fingerprint="f")
+    env = WorkEnvelope(
+        tracking_id="wr-1",
+        seat_id="scout",
+        accepted_at_ms=NOW,
+        report=WorkReport.model_validate(BLOCKED),
+    )
+
+    decided = engagement(env)
+    assert isinstance(decided, DecisionEnvelope)
+    assert engagement(env) == decided  # found, not made again: nothing pushed
+    [raw] = redis_client.lrange(Queue.GUARDRAILS.value, 0, -1)
+    pushed = json.loads(raw)
+    _same_message(_celery_writes(app, redis_client, Task.GUARDRAILS, decided.to_wire()), pushed)
+    message = json.loads(pushed["body"])[0][0]
+
+    reserved = guardrails(DecisionEnvelope.model_validate(message))
+    assert isinstance(reserved, ReservedEnvelope) and reserved.verdict.attempt == 1
+    assert guardrails(DecisionEnvelope.model_validate(message)) is not None  # replayed
+    [raw] = redis_client.lrange(Queue.SEND.value, 0, -1)
+    pushed = json.loads(raw)
+    carried = reserved.model_copy(update={"verdict": GuardrailVerdict(allowed=True, attempt=1)})
+    _same_message(_celery_writes(app, redis_client, Task.SEND, carried.to_wire()), pushed)
+
+    outbound = FakeOutbound()
+    send = Send(ledger, org, outbound, InboundStore(redis_client), clock_ms=lambda: NOW)
+    assert send.send(ReservedEnvelope.model_validate(json.loads(pushed["body"])[0][0])) == "engaged"
+    assert len(outbound.applied) == 1
+
+
+def test_a_decision_that_engages_nobody_and_a_refused_reservation_push_nothing(
+    redis_client: redis.Redis, redis_url: str
+) -> None:
+    """Only a write that calls for the next stage pushes its message: a considered nobody
+    ends the entry, a refusal ends it too."""
+    from contracts import Limits, WorkReport
+    from contracts.messages import DecisionEnvelope, WorkEnvelope
+    from workers.org import OrgSource
+    from workers.settings import BUNDLED_ORG
+    from workers.stages.base import Onwards
+    from workers.stages.engagement import Engagement
+    from workers.stages.guardrails import Guardrails
+    from workers.stores.journal import Journal
+    from workers.stores.ledger import Ledger
+
+    app = create_app(Settings(redis_url=redis_url, api_token="t"))
+    journal = Journal(redis_client)
+    ledger = Ledger(redis_client, limits=Limits(max_attempts_per_ask=1))
+    org = OrgSource.open(BUNDLED_ORG)
+    engagement = Engagement(journal, ledger, org, lambda: NOW, onwards=Onwards(app))
+    guardrails = Guardrails(ledger, lambda: NOW, onwards=Onwards(app))
+    for tid, report in (
+        ("wr-nobody", {"id": "tidy", "title": "Tidy dashboards"}),
+        ("wr-1", BLOCKED),
+    ):
+        journal.accept(tid, kind="work", seat_id="scout", payload="{}", now_ms=NOW, fingerprint=tid)
+        env = WorkEnvelope(
+            tracking_id=tid,
+            seat_id="scout",
+            accepted_at_ms=NOW,
+            report=WorkReport.model_validate(report),
+        )
+        decided = engagement(env)
+    assert redis_client.llen(Queue.GUARDRAILS.value) == 1  # the blocked report's only
+    assert isinstance(decided, DecisionEnvelope)
+    assert guardrails(decided) is not None
+    # The same ask under another op: its one allowed attempt is taken, so it is refused.
+    again = decided.model_copy(update={"tracking_id": "wr-2"})
+    journal.accept("wr-2", kind="work", seat_id="scout", payload="{}", now_ms=NOW, fingerprint="2")
+    assert guardrails(again) is None
+    assert redis_client.llen(Queue.SEND.value) == 1

@@ -12,6 +12,8 @@ The points the stages pass through, in order (the send stage's are the exactly-o
 
     <stage>:before_claim                 a stage task has its message and has done nothing
     guardrails:after_reserve             the quota is reserved, the send not yet published
+                                         (on the stores' Redis: published with it, the
+                                         guardrail message not yet acked)
     send:after_intent                    `sending` is recorded, the wire call not yet made
     send:after_api_ok_before_done        the provider answered ok, the outcome not recorded
     send:after_done_before_ack           the outcome is recorded, the message not yet acked

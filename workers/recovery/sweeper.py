@@ -15,15 +15,17 @@ its deadline; so is one still running. Neither is copied: the sweep looks for th
 task id in its stage's queue (`queued_task_ids`, one pass over each queue that has an
 overdue entry) and the claim looks for the running mark a worker sets when it starts the
 message (workers/stores/lua/delivery_count.lua); either only moves the deadline on. So does
-an entry whose state moved within a deadline: the stage that moved it (guardrails reserving,
-say) publishes the next stage's message a moment later, and until then that message is in no
-queue and running nowhere, yet must not be copied. A re-enqueue notes one outstanding copy,
-and the delivery is counted only when a worker starts the copy, so a pool down for an hour
-drains its backlog with nothing dead-lettered: what waited counted nothing. At
-`max_deliveries` started deliveries with no progress the entry is dead-lettered (`stuck`). A
-message a worker has taken but not yet started (prefetched behind a running one) is in
-neither place and may be copied once; the copy costs a redundant message, never an effect
-(every stage is idempotent for its tracking id).
+an entry whose state moved within a deadline: on a broker that is not the stores' Redis, the
+stage that moved it (guardrails reserving, say) publishes the next stage's message a moment
+later, and until then that message is in no queue and running nowhere, yet must not be
+copied (on the stores' Redis the move and the message are one script, workers/stores/
+onward.py, and a copied stage that finds its move made publishes nothing). A re-enqueue
+notes one outstanding copy, and the delivery is counted only when a worker starts the copy,
+so a pool down for an hour drains its backlog with nothing dead-lettered: what waited
+counted nothing. At `max_deliveries` started deliveries with no progress the entry is
+dead-lettered (`stuck`). A message a worker has taken but not yet started (prefetched behind
+a running one) is in neither place and may be copied once; the copy costs a redundant
+message, never an effect (every stage is idempotent for its tracking id).
 
 Safe to run concurrently or twice: each entry is claimed by a compare-and-set on its
 deadline in Lua (workers/stores/lua/sweep_claim.lua), so only one sweep re-enqueues it; and

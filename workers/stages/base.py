@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import redis
@@ -23,14 +24,23 @@ from celery.signals import worker_process_init
 from kombu.exceptions import OperationalError
 
 from contracts._base import Wire
-from workers.broker import RETRY_BACKOFF_MAX_S, STAGE_MAX_RETRIES, publish, push, shares_broker
+from workers.broker import (
+    EMBED,
+    RETRY_BACKOFF_MAX_S,
+    STAGE_MAX_RETRIES,
+    publish,
+    push,
+    shares_broker,
+    stage_message,
+)
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import TransientError
-from workers.queues import BY_TASK, Queue, Task
+from workers.queues import BY_TASK, TASK_QUEUE, Queue, Task
 from workers.recovery.faults import crash_point
 from workers.recovery.leader import admit_tick
 from workers.stores.journal import postpone
+from workers.stores.onward import Onward
 
 log = logging.getLogger("seatwire.tasks")
 
@@ -173,6 +183,31 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
             postpone(container.redis, tracking_id, until_ms=until)
         except Exception as exc2:  # best effort: at worst the sweeper sends a duplicate
             log.warning("could not postpone the deadline of %s: %s", tracking_id, exc2)
+
+
+@dataclass(frozen=True)
+class Onwards:
+    """The next stage's messages of a stage whose broker is the stores' own Redis
+    (`shares_broker`), for the store script whose write calls for one to push it in the same
+    atomic step (workers/stores/onward.py). A stage without it (`onwards` None: any other
+    broker) publishes after its write, with `hand_off`."""
+
+    app: Celery
+
+    def message(self, task: Task, tracking_id: str, payload: str, tail: str = "") -> Onward:
+        """`task`'s message for `tracking_id`, published from the task being run."""
+        return Onward(
+            queue=TASK_QUEUE[task].value,
+            template=stage_message(self.app, task, tracking_id, None),
+            payload=payload,
+            tail=tail,
+            embed=EMBED,
+        )
+
+
+def onwards(app: Celery, container: Container) -> Onwards | None:
+    """A stage's `Onwards` when its broker is the stores' own Redis; None otherwise."""
+    return Onwards(app) if shares_broker(container.settings) else None
 
 
 def hand_off(

@@ -4,6 +4,7 @@ considered 'nobody'). The guardrail stage then reserves its place atomically."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from workers.container import Container
 from workers.errors import PermanentError
 from workers.org import OrgSource
 from workers.queues import Task
-from workers.stages.base import Deps, StageTask, hand_off, register_stage
+from workers.stages.base import Deps, Onwards, StageTask, hand_off, onwards, register_stage
 from workers.stages.rows import ledger_row, nonengagement_row
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
@@ -35,10 +36,19 @@ class Engagement:
     # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
     # have sent without sending, `on` sends. Each is written down, never silent.
     mode: SendMode = "on"
+    # With a broker that is the stores' Redis, an engaging decision is recorded together with
+    # the guardrail stage's message (workers/stores/onward.py); None: the task publishes it.
+    onwards: Onwards | None = None
 
     @classmethod
-    def of(cls, c: Container) -> Engagement:
-        return cls(journal=c.journal, ledger=c.ledger, org=c.org, mode=c.settings.send_mode)
+    def of(cls, c: Container, onwards: Onwards | None = None) -> Engagement:
+        return cls(
+            journal=c.journal,
+            ledger=c.ledger,
+            org=c.org,
+            mode=c.settings.send_mode,
+            onwards=onwards,
+        )
 
     def __call__(self, env: WorkEnvelope) -> DecisionEnvelope | None:
         view, degraded = self.org.current()
@@ -63,18 +73,25 @@ class Engagement:
             if decision.engage
             else nonengagement_row(seat.member_id, decision, env.tracking_id)
         )
+        nxt = DecisionEnvelope(
+            tracking_id=env.tracking_id, seat_id=seat.member_id, decision=decision
+        )
+        onward = (
+            self.onwards.message(Task.GUARDRAILS, env.tracking_id, json.dumps(nxt.to_wire()))
+            if self.onwards is not None and decision.engage
+            else None
+        )
         stored = self.journal.record_decision(
             env.tracking_id,
             seat_id=seat.member_id,
             decision=decision,
             row=row,
             now_ms=decision.now_ms,
+            onward=onward,
         )
         if not stored.engage:
             return None
-        return DecisionEnvelope(
-            tracking_id=env.tracking_id, seat_id=seat.member_id, decision=stored
-        )
+        return nxt.model_copy(update={"decision": stored})
 
     def _judged(self, plan: EngagementDecision, seat_id: str) -> EngagementDecision:
         """An engaging plan judged once, against every seat's counts that bear on this ask
@@ -146,8 +163,9 @@ TASK = Task.ENGAGEMENT  # this module's row of the stage table
 def register(app: Celery, deps: Deps) -> None:
     def engagement(task: StageTask, env: WorkEnvelope) -> None:
         container = task.deps()
-        nxt = Engagement.of(container)(env)
-        if nxt is not None:
+        atomic = onwards(app, container)
+        nxt = Engagement.of(container, atomic)(env)
+        if nxt is not None and atomic is None:  # else it went out with the decision
             hand_off(app, container, Task.GUARDRAILS, nxt.tracking_id, nxt.to_wire())
 
     register_stage(app, TASK, deps, engagement)

@@ -3,6 +3,7 @@ refusal down with the limit it hit."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,19 +15,47 @@ from workers.clock import now_ms
 from workers.container import Container
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, StageTask, hand_off, register_stage
+from workers.stages.base import Deps, Onwards, StageTask, hand_off, onwards, register_stage
 from workers.stages.rows import stage_row
 from workers.stores.ledger import Ledger
+from workers.stores.onward import Onward
+
+# The send message's payload ends with its verdict, whose last field is the attempt: the
+# reservation's attempt is written in by the script, between the payload and this tail.
+_ATTEMPT_TAIL = "}}"
+
+
+def send_onward(onwards: Onwards, env: DecisionEnvelope) -> Onward:
+    """The send stage's message for `env`'s reservation, for guard_reserve.lua to push with
+    the place it holds, the attempt it counts written in. It carries what the send stage reads
+    of a verdict, allowed and the attempt (the op's own attempt wins there anyway)."""
+    text = json.dumps(
+        ReservedEnvelope(
+            tracking_id=env.tracking_id,
+            seat_id=env.seat_id,
+            decision=env.decision,
+            verdict=GuardrailVerdict(allowed=True, attempt=1),
+        ).to_wire()
+    )
+    end = '"attempt": 1' + _ATTEMPT_TAIL
+    if not text.endswith(end):  # the contract's field order changed: the slot is elsewhere
+        raise RuntimeError(f"a send message no longer ends with its attempt: {text[-60:]!r}")
+    return onwards.message(
+        Task.SEND, env.tracking_id, text[: -len("1" + _ATTEMPT_TAIL)], _ATTEMPT_TAIL
+    )
 
 
 @dataclass
 class Guardrails:
     ledger: Ledger
     clock_ms: Callable[[], int] = now_ms
+    # With a broker that is the stores' Redis, a place held is held together with the send
+    # stage's message (workers/stores/onward.py); None: the task publishes it.
+    onwards: Onwards | None = None
 
     @classmethod
-    def of(cls, c: Container) -> Guardrails:
-        return cls(ledger=c.ledger)
+    def of(cls, c: Container, onwards: Onwards | None = None) -> Guardrails:
+        return cls(ledger=c.ledger, onwards=onwards)
 
     def __call__(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
         verdict = self.ledger.reserve(
@@ -34,6 +63,7 @@ class Guardrails:
             decision=env.decision,
             seat_id=env.seat_id,
             tracking_id=env.tracking_id,
+            onward=None if self.onwards is None else send_onward(self.onwards, env),
         )
         if verdict.allowed:
             return ReservedEnvelope(
@@ -74,9 +104,11 @@ TASK = Task.GUARDRAILS  # this module's row of the stage table
 def register(app: Celery, deps: Deps) -> None:
     def guardrails(task: StageTask, env: DecisionEnvelope) -> None:
         container = task.deps()
-        nxt = Guardrails.of(container)(env)
+        atomic = onwards(app, container)
+        nxt = Guardrails.of(container, atomic)(env)
         if nxt is not None:
             crash_point("guardrails", "after_reserve", env.tracking_id)
-            hand_off(app, container, Task.SEND, nxt.tracking_id, nxt.to_wire())
+            if atomic is None:  # else it went out with the reservation
+                hand_off(app, container, Task.SEND, nxt.tracking_id, nxt.to_wire())
 
     register_stage(app, TASK, deps, guardrails)

@@ -16,6 +16,7 @@ import redis
 from contracts import EngagementDecision, LedgerRow
 from workers.errors import PermanentError
 from workers.stores import keys
+from workers.stores.onward import NO_ONWARD, Onward
 from workers.stores.scripts import script, text
 
 RETENTION_MS = 30 * 86_400_000  # final journal entries and guardrail ops are kept this long
@@ -125,12 +126,16 @@ class Journal:
         row: LedgerRow | None,
         now_ms: int,
         final_state: str | None = None,
+        onward: Onward | None = None,
     ) -> EngagementDecision:
         """Store the decision once; a non-engagement also writes its ledger row and ends here
-        (in `final_state`, by default `refused` or `nobody`)."""
+        (in `final_state`, by default `refused` or `nobody`). An engaging decision stored now
+        pushes `onward` (the guardrail stage's message) in the same step; one found stored
+        pushes nothing (workers/stores/onward.py)."""
         final = "" if row is None else ("refused" if decision.guardrail else "nobody")
         if row is not None and final_state is not None:
             final = final_state
+        queue = [] if onward is None or row is not None else [onward.queue]
         try:
             stored = self._decide(
                 keys=[
@@ -138,6 +143,7 @@ class Journal:
                     keys.JOURNAL_OPEN,
                     keys.ledger_stream(seat_id),
                     keys.LEDGER_SEATS,
+                    *queue,
                 ],
                 args=[
                     decision.model_dump_json(by_alias=True),
@@ -149,6 +155,7 @@ class Journal:
                     self.retention_ms,
                     LEDGER_STREAM_CAP,
                     self.ledger_retention_ms,
+                    *(onward.args() if queue and onward is not None else NO_ONWARD),
                 ],
             )
         except redis.ResponseError as exc:

@@ -20,6 +20,7 @@ from pipeline.guardrails import Tally, judge, target_ids
 from workers.errors import PermanentError
 from workers.stores import keys
 from workers.stores.journal import LEDGER_RETENTION_MS, LEDGER_STREAM_CAP, RETENTION_MS
+from workers.stores.onward import NO_ONWARD, Onward
 from workers.stores.scripts import script, text
 
 # How long the windowed indexes the limits count in (by target, work, seat, rooms) keep an
@@ -69,12 +70,18 @@ class Ledger:
         seat_id: str,
         tracking_id: str,
         now_ms: int | None = None,
+        onward: Onward | None = None,
     ) -> GuardrailVerdict:
-        """Check every limit and, if allowed, hold a place, in one atomic step."""
+        """Check every limit and, if allowed, hold a place, in one atomic step; a place held
+        now pushes `onward` (the send stage's message, the attempt written in) in the same
+        step, one found held pushes nothing (workers/stores/onward.py)."""
         ids = target_ids(decision.targets)
         reply = self._reserve(
-            keys=self._reserve_keys(op_id, decision, seat_id, tracking_id, ids),
-            args=self._reserve_args(op_id, decision, seat_id, tracking_id, ids, now_ms),
+            keys=[
+                *self._reserve_keys(op_id, decision, seat_id, tracking_id, ids),
+                *([] if onward is None else [onward.queue]),
+            ],
+            args=self._reserve_args(op_id, decision, seat_id, tracking_id, ids, now_ms, onward),
         )
         allowed, code = int(reply[0]), text(reply[1])
         last = int(reply[4])
@@ -125,6 +132,7 @@ class Ledger:
         tracking_id: str,
         ids: list[str],
         now_ms: int | None,
+        onward: Onward | None,
     ) -> list[str | int]:
         lim = self.limits
         fields = {
@@ -149,6 +157,7 @@ class Ledger:
             self.retention_ms,
             len(ids),
             self.window_keep_ms,
+            *(NO_ONWARD if onward is None else onward.args()),
             *ids,
             *(x for kv in fields.items() for x in kv),
         ]

@@ -22,14 +22,14 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "claim_release": ("subject_common",),
     "claim_take": ("subject_common",),
     "cost_record": (),
-    "decision_record": ("ledger_common", "journal_common"),
+    "decision_record": ("ledger_common", "journal_common", "celery_common"),
     "delivery_count": ("dead_letter",),
     "direction_end": ("direction_common",),
     "direction_open": ("direction_common", "ledger_common", "inbox_common"),
     "direction_settle": ("direction_common",),
     "direction_vote": ("direction_common",),
     "dlq_replay": ("dead_letter",),
-    "guard_reserve": (),
+    "guard_reserve": ("celery_common",),
     "inbound_record": ("ledger_common", "inbox_common"),
     "inbox_ack": (),
     "intent_record": (),
@@ -40,7 +40,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "issue_release": ("subject_common", "issue_common"),
     "issue_report": ("subject_common", "issue_common"),
     "journal_accept": (),
-    "journal_enqueue": (),
+    "journal_enqueue": ("celery_common",),
     "journal_skip": (),
     "leader_hold": (),
     "leader_release": (),
@@ -64,6 +64,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
 # Functions other scripts call, never run alone.
 LIBRARIES = frozenset(
     {
+        "celery_common",
         "dead_letter",
         "direction_common",
         "inbox_common",

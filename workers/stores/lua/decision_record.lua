@@ -1,10 +1,14 @@
 -- Record the engagement stage's decision once; first writer wins, so a redelivered or
 -- concurrent run reuses the decision that was already made. A decision that ends the entry
 -- trims its payload (journal_common.lua).
--- KEYS: entry, open-index, seat ledger stream, ledger seats set.
--- ARGV: decisionJson, rowJson ('' when the decision engages), finalState ('' when it engages),
---       nowMs, seatId, trackingId, retention ms of a final entry, ledger stream cap, how long
---       a ledger row is kept (ms: older rows are trimmed as a row is added).
+-- An engaging decision recorded now pushes the guardrail stage's message with it, when one is
+-- given (workers/stores/onward.py): a run that finds the decision made pushes nothing.
+-- KEYS: entry, open-index, seat ledger stream, ledger seats set, [the guardrails queue].
+-- ARGV: 1 decisionJson, 2 rowJson ('' when the decision engages), 3 finalState ('' when it
+--       engages), 4 nowMs, 5 seatId, 6 trackingId, 7 retention ms of a final entry, 8 ledger
+--       stream cap, 9 how long a ledger row is kept (ms: older rows are trimmed as a row is
+--       added), 10 the guardrails message's template ('' = none), 11 its payload, 12 (unused:
+--       no attempt), 13 its embed.
 -- Returns the stored decision JSON.
 local stored = redis.call('HGET', KEYS[1], 'decision')
 if stored then return stored end
@@ -22,5 +26,8 @@ if ARGV[2] ~= '' then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 else
   redis.call('HSET', KEYS[1], 'state', 'decided')
+  if ARGV[10] ~= '' then
+    redis.call('LPUSH', KEYS[5], celery_message(ARGV[10], ARGV[11], ARGV[13]))
+  end
 end
 return ARGV[1]

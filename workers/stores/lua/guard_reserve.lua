@@ -1,15 +1,20 @@
 -- Check every guardrail limit and reserve a place, as ONE atomic step (DESIGN.md section 7).
 -- Idempotent per operation id: a re-sent EVALSHA (redis-py retries after a lost reply)
 -- returns the verdict already given instead of reserving twice.
+-- A place held now pushes the send stage's message with it, when one is given
+-- (workers/stores/onward.py), the reservation's attempt written between its payload and tail;
+-- a replay pushes nothing, for the message went out with the place.
 --
 -- KEYS: 1 op hash, 2 pending zset, 3 by-dedupe-key, 4 by-work, 5 by-seat, 6 rooms-of-seat,
---       7 journal entry, 8.. by-target (one per target, in target order)
+--       7 journal entry, 8..7+n by-target (one per target, in target order), [8+n the send
+--       queue]
 -- ARGV: 1 opId, 2 nowMs ('' = Redis TIME), 3 reengageAfterMs, 4 maxAttemptsPerAsk,
 --       5 perTargetPerDay, 6 perWorkPerDay, 7 perSeatPerHour, 8 roomsPerDay,
 --       9 createsRoom ('1'|'0'), 10 reservation ttl ms, 11 op key prefix, 12 retention ms,
 --       13 n targets, 14 how long a window index keeps an entry (ms; two days, the longest
---       window and as much again for clock skew), 15..14+n target ids, then field/value
---       pairs stored on the op hash.
+--       window and as much again for clock skew), 15 the send message's template ('' =
+--       none), 16 its payload up to the attempt, 17 its payload after, 18 its embed,
+--       19..18+n target ids, then field/value pairs stored on the op hash.
 -- Returns {allowed 0|1, code|'', attempt, sameKey, lastSameAtMs|-1, work, seat, rooms,
 --          atMs, replay 0|1, targetCount1, ...}
 local DAY, HOUR = 86400000, 3600000
@@ -77,7 +82,7 @@ local reply = {allowed, code, same + 1, same, last, work, seat, rooms, now, 0}
 for i = 1, n do reply[10 + i] = perTarget[i] end
 
 local fields = {}
-for i = 15 + n, #ARGV, 2 do
+for i = 19 + n, #ARGV, 2 do
   table.insert(fields, ARGV[i]); table.insert(fields, ARGV[i + 1])
 end
 if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
@@ -103,6 +108,10 @@ if allowed == 1 then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   if redis.call('EXISTS', KEYS[7]) == 1 then
     redis.call('HSET', KEYS[7], 'state', 'reserved', 'updatedAtMs', now)
+  end
+  if ARGV[15] ~= '' then
+    local payload = ARGV[16] .. (same + 1) .. ARGV[17]
+    redis.call('LPUSH', KEYS[8 + n], celery_message(ARGV[15], payload, ARGV[18]))
   end
 else
   redis.call('HSET', KEYS[1], 'state', 'refused', 'atMs', now)

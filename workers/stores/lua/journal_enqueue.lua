@@ -12,11 +12,7 @@
 --               the broker): enqueued now, under the same task id (every stage is idempotent);
 --   'duplicate' already journalled and enqueued: nothing written but the delivery count;
 --   'conflict'  already journalled with another fingerprint: nothing written at all.
-local function message()
-  local body = cjson.encode('[[' .. ARGV[4] .. '], {}, ' .. ARGV[9] .. ']')
-  local i, j = string.find(ARGV[8], '"@body@"', 1, true)
-  return string.sub(ARGV[8], 1, i - 1) .. body .. string.sub(ARGV[8], j + 1)
-end
+local function message() return celery_message(ARGV[8], ARGV[4], ARGV[9]) end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state then
   local stored = redis.call('HGET', KEYS[1], 'fingerprint') or ''
