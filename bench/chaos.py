@@ -168,6 +168,30 @@ def redis_server(workdir: Path, *extra: str) -> Iterator[RedisServer]:
         server.stop()
 
 
+# Every process of a fleet imports Celery, FastAPI and the MCP SDK (3-5 s of CPU each, more
+# the first time a fresh environment compiles them): nine at once on two cores take a while.
+READY_TIMEOUT_S = 120.0
+
+
+def wait_ingress(
+    base: str, procs: list[subprocess.Popen[bytes]], *, timeout: float = READY_TIMEOUT_S
+) -> None:
+    """Wait until the ingress at `base` answers /readyz 200; a process that exits first, or
+    a wait past `timeout`, is an error naming it."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{p.args!r} exited with {p.returncode}")  # args: a list
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"the ingress at {base} never became ready in {timeout:.0f} s")
+
+
 @dataclass
 class Proc:
     name: str
@@ -293,19 +317,8 @@ class Fleet:
                 proc.popen.wait()
             _kill_group(proc.popen.pid)
 
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for proc in self.procs.values():
-                if proc.popen.poll() is not None:
-                    raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}")
-            try:
-                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError("the ingress never became ready")
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        wait_ingress(self.base, [p.popen for p in self.procs.values()], timeout=timeout)
 
 
 def _children_of(pid: int) -> list[int]:

@@ -1,19 +1,37 @@
 """Shared fixtures. Anything that touches Redis uses a REAL Redis server.
 
 SEATWIRE_TEST_REDIS_URL (default redis://127.0.0.1:6379/15) names a database the tests may
-flush. Without a reachable server, Redis tests SKIP locally with a visible reason, and FAIL
-when CI=true: CI must never pass because the real-Redis tests did not run.
+flush; run in parallel (pytest-xdist, `-n 2` by default: pyproject.toml), worker K flushes the
+database K below it instead (15, 14, ...), so no two workers share one. Without a reachable
+server, Redis tests SKIP locally with a visible reason, and FAIL when CI=true: CI must never
+pass because the real-Redis tests did not run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-REDIS_URL = os.environ.get("SEATWIRE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+def _worker_url(url: str, worker: str) -> str:
+    """`url` for xdist worker `worker` (gw0, gw1, ...): its database K below the given one."""
+    found = re.fullmatch(r"gw(\d+)", worker)
+    if found is None:
+        return url
+    head, _, db = url.rpartition("/")
+    if not db.isdigit():
+        head, db = url.rstrip("/"), "0"
+    return f"{head}/{(int(db) - int(found.group(1))) % 16}"
+
+
+REDIS_URL = _worker_url(
+    os.environ.get("SEATWIRE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    os.environ.get("PYTEST_XDIST_WORKER", ""),
+)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

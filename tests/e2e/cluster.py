@@ -18,6 +18,7 @@ import pytest
 import redis
 import yaml
 
+from bench.chaos import wait_ingress
 from tests.auth import SeatTokens, routes_as_seats
 from workers.embedded import free_port
 from workers.org import OrgSource
@@ -73,21 +74,6 @@ class Cluster:
         return routes_as_seats(client, r, org, TOKEN)
 
 
-def wait_ready(base: str, procs: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                raise RuntimeError(f"{p.args!r} exited with {p.returncode}")  # args: a list
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError("the ingress never became ready")
-
-
 @contextmanager
 def start_cluster(
     commands: dict[str, list[str]], redis_url: str, tmp_path: Path, **extra_env: str
@@ -122,7 +108,7 @@ def start_cluster(
             )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base, procs)
+        wait_ingress(base, procs)
         yield Cluster(base=base, env=env, outbox=outbox, procs=procs, logs=logs)
     finally:
         stop_processes(procs)

@@ -206,7 +206,7 @@ def controller_fleet(
         f.spawn("controller", CONTROLLER)
         f.spawn("turns", TURNS)
         f.spawn("beat", ["beat"])
-        f.wait_ready(timeout=60)
+        f.wait_ready()
         yield f
     finally:
         f.stop()

@@ -44,9 +44,8 @@ import httpx
 import pytest
 import redis
 
-from bench.chaos import TOKEN, Fleet, RedisServer, fleet_env
+from bench.chaos import TOKEN, Fleet, RedisServer, fleet_env, wait_ingress
 from tests.auth import bearer
-from tests.e2e.cluster import wait_ready
 from tests.e2e.test_controller_processes import (
     CONTROLLER,
     INTERVAL_S,
@@ -146,8 +145,8 @@ def spawn_ingresses(f: Fleet, port_b: int) -> None:
 
 
 def wait_both(f: Fleet, port_b: int) -> None:
-    f.wait_ready(timeout=60)
-    wait_ready(f"http://127.0.0.1:{port_b}", [p.popen for p in f.procs.values()], timeout=60)
+    f.wait_ready()
+    wait_ingress(f"http://127.0.0.1:{port_b}", [p.popen for p in f.procs.values()])
 
 
 @contextmanager
