@@ -11,6 +11,7 @@ import redis
 from typer.testing import CliRunner
 
 from tests.workers.test_recovery import NOW, accept_work, queued
+from workers import cli as cli_module
 from workers.cli import cli
 from workers.queues import Queue, task_id
 from workers.stores import keys
@@ -60,7 +61,9 @@ def snapshot(r: redis.Redis) -> dict[bytes, Any]:
     return out
 
 
-def test_list_shows_each_dead_letter_with_its_reason(dead: dict[str, Any]) -> None:
+def test_list_shows_each_dead_letter_with_its_reason(
+    dead: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`dlq list --json` gives id, tracking id, stage, reason, deliveries, time and the
     message; the table shows the same at a glance."""
     result = runner.invoke(cli, ["dlq", "list", "--json"])
@@ -73,7 +76,9 @@ def test_list_shows_each_dead_letter_with_its_reason(dead: dict[str, Any]) -> No
         5,
     )
     assert letter["message"] == dead and letter["atMs"] == NOW
-    table = runner.invoke(cli, ["dlq", "list"], env={"COLUMNS": "200"})
+    # The CLI's console took its width when it was made (COLUMNS, else 80): a wide one here.
+    monkeypatch.setattr(cli_module.console, "width", 200)
+    table = runner.invoke(cli, ["dlq", "list"])
     assert table.exit_code == 0, table.output
     assert LETTER in table.output and "worker_lost_loop" in table.output
 
