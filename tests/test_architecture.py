@@ -254,6 +254,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
         (
             "workers.bootstrap",
             "workers.celery_app",
+            "workers.app",
             "workers.embedded",
             "workers.demo",
             "workers.cli",
@@ -435,3 +436,79 @@ def test_compose_runs_one_worker_pool_per_stage_queue_and_one_beat() -> None:
             beats += 1
     assert sorted(consumed) == sorted(q.value for q in WORKER_QUEUES)
     assert beats == 1
+
+
+# --------------------------------------------------------------------------- dependencies
+
+
+def third_party_imports(packages: tuple[str, ...]) -> dict[str, str]:
+    """Every top-level module the given packages import that is neither the standard library
+    nor first-party, each with one place that imports it (file:line)."""
+    import sys
+
+    first_party = {"contracts", "pipeline", "workers", "bench", "tests"}
+    found: dict[str, str] = {}
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in first_party or top in sys.stdlib_module_names or top in found:
+                        continue
+                    found[top] = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+    return found
+
+
+def declared(group: str | None = None) -> set[str]:
+    """The distributions pyproject.toml declares: the runtime ones, or a dependency group's."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    specs = (
+        project["project"]["dependencies"] if group is None else project["dependency-groups"][group]
+    )
+    return {re.split(r"[\[<>=!~; ]", spec, maxsplit=1)[0].lower() for spec in specs}
+
+
+def distributions_of(modules: dict[str, str]) -> dict[str, set[str]]:
+    """The installed distributions that provide each top-level module."""
+    from importlib.metadata import packages_distributions
+
+    provided = packages_distributions()
+    return {m: {d.lower().replace("_", "-") for d in provided.get(m, [])} for m in modules}
+
+
+def test_every_runtime_import_is_declared_and_every_declared_dependency_is_imported() -> None:
+    """What contracts/, pipeline/ and workers/ import from outside the project is a declared
+    runtime dependency, and every runtime dependency is imported by them (nothing declared
+    for nothing, nothing working only because something else pulled it in)."""
+    imported = third_party_imports(("contracts", "pipeline", "workers"))
+    runtime = {d.replace("_", "-") for d in declared()}
+    undeclared = [
+        f"{where}: imports {module} (from {sorted(dists) or 'nothing installed'})"
+        for module, where in imported.items()
+        if not (dists := distributions_of({module: where})[module]) & runtime
+    ]
+    assert not undeclared, "imported but not declared:\n" + "\n".join(undeclared)
+    used = set().union(*distributions_of(imported).values())
+    unused = sorted(runtime - used)
+    assert not unused, f"declared in pyproject.toml and imported nowhere: {unused}"
+
+
+def test_the_test_and_bench_imports_are_declared_too() -> None:
+    """bench/ and tests/ import only runtime or dev dependencies."""
+    imported = third_party_imports(("bench", "tests"))
+    known = {d.replace("_", "-") for d in declared() | declared("dev")}
+    undeclared = [
+        f"{where}: imports {module}"
+        for module, where in imported.items()
+        if not distributions_of({module: where})[module] & known
+    ]
+    assert not undeclared, "imported but not declared:\n" + "\n".join(undeclared)
