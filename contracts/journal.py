@@ -171,8 +171,11 @@ OpFinishVerb = Literal[
 ]
 OP_FINISH_VERBS: tuple[OpFinishVerb, ...] = get_args(OpFinishVerb)
 
-# delivery_count: {verb, deliveries | state}.
+# delivery_count (stage_start.lua): {verb, deliveries | state}.
 DeliveryVerb = Literal["run", "dead", "done"]
+# guard_reserve with the guardrail stage's start: {'start', DeliveryVerb, deliveries | state}
+# when that start was not admitted (nothing reserved), else its verdict.
+GuardReserveVerb = Literal["start"]
 # dead_letter / stage_give_up: a verb, or the final state the entry keeps.
 DeadLetterVerb = Literal["dead", "missing"]
 # dlq_replay: {verb, ...}; workers' replay adds `nomessage` (a letter with nothing to publish).
@@ -243,6 +246,7 @@ ScriptVerb = Literal[
     SendBeginVerb,
     OpFinishVerb,
     DeliveryVerb,
+    GuardReserveVerb,
     DeadLetterVerb,
     ReplayOutcome,
     SweepVerb,

@@ -103,10 +103,10 @@ def new_app(settings: Settings) -> Celery:
         task_routes={name.value: {"queue": q.value} for name, q in TASK_QUEUE.items()},
         worker_max_tasks_per_child=1000,
         worker_hijack_root_logger=False,
-        # Task events on from the start, for Flower and `celery events`: nobody has to switch
-        # them on remotely (`celery control enable_events`) after every worker restart.
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Task events on from the start (SEATWIRE_TASK_EVENTS), for Flower and `celery
+        # events`: nobody has to switch them on remotely after every worker restart.
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         enable_utc=True,
         beat_schedule=beat_schedule(settings),
     )

@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     port: int = Field(default=8080, ge=1, le=65535)
     visibility_timeout_s: int = Field(default=900, ge=30)
     task_time_limit_s: int = Field(default=60, ge=5)
+    # Celery task events (Flower, `celery events`): on from each worker's start. They cost
+    # throughput (four events a task; bench/README.md measures it); off, Flower shows workers
+    # and queues but no tasks.
+    task_events: bool = True
     reservation_ttl_ms: int = Field(default=1_800_000, ge=1000)
     journal_deadline_ms: int = Field(default=300_000, ge=1000)
     # Recovery (DESIGN.md section 14): how often beat sweeps the journal for overdue entries

@@ -39,6 +39,7 @@ from workers.errors import TransientError
 from workers.queues import BY_TASK, TASK_QUEUE, Queue, Task
 from workers.recovery.faults import crash_point
 from workers.recovery.leader import admit_tick
+from workers.stores.dlq import Delivery
 from workers.stores.journal import postpone
 from workers.stores.onward import Onward
 
@@ -84,6 +85,9 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
 
     abstract = True
     deps: ClassVar[Deps]  # set per task by `register_stage`
+    # A stage whose first script runs its start itself (`Start`): the guardrail stage, whose
+    # reservation does (guard_reserve.lua), one round trip for both.
+    starts_itself: ClassVar[bool] = False
 
     @property
     def stage(self) -> Queue:
@@ -98,25 +102,34 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         # this returns normally, so Celery acks it and stops. The count comes before the
         # `before_claim` crash point too: a message that killed its process there, ahead of
         # the count, would be requeued forever (RELIABILITY.md test 4).
+        # A stage that `starts_itself` is handed its `Start` (on its request) for its first
+        # script to run, the crash point right after.
         message = args[0] if args else None
         tracking_id = tracking_id_of(message)
         info = self.request.delivery_info or {}
-        if tracking_id and not self._admit_start(
-            tracking_id, message, redelivered=bool(info.get("redelivered"))
-        ):
+        redelivered = bool(info.get("redelivered"))
+        if tracking_id and self.starts_itself:
+            self.request.seatwire_start = Start(self, tracking_id, message, redelivered)
+            return super().__call__(*args, **kwargs)
+        if tracking_id and not self._admit_start(tracking_id, message, redelivered=redelivered):
             return None
         crash_point(self.stage.value, "before_claim", tracking_id)
         return super().__call__(*args, **kwargs)
 
+    def start_of_request(self) -> Start | None:
+        """The `Start` this request's body runs in its first script (None: no tracking id,
+        or a stage that does not start itself)."""
+        start = getattr(self.request, "seatwire_start", None)
+        return start if isinstance(start, Start) else None
+
     def _admit_start(self, tracking_id: str, message: Any, *, redelivered: bool) -> bool:
         """Write a start down before its body runs; False when it must not run: it reached
         the delivery cap (dead-lettered now) or was dead-lettered already."""
-        stage = self.stage
         try:
             container = self.deps()
             delivery = container.dead_letters.start(
                 tracking_id,
-                queue=stage,
+                queue=self.stage,
                 message=message,
                 now_ms=now_ms(),
                 redelivered=redelivered,
@@ -125,6 +138,11 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         except redis.RedisError as exc:  # the body meets the same Redis, and retries on it
             log.warning("could not count the start of %s: %s", tracking_id, exc)
             return True
+        return self.admitted(tracking_id, delivery)
+
+    def admitted(self, tracking_id: str, delivery: Delivery) -> bool:
+        """Whether a written start runs, a refusal logged."""
+        stage = self.stage
         if delivery.verb == "dead":
             log.error(
                 "dead-lettered %s at stage %s after %s deliveries",
@@ -183,6 +201,41 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
             postpone(container.redis, tracking_id, until_ms=until)
         except Exception as exc2:  # best effort: at worst the sweeper sends a duplicate
             log.warning("could not postpone the deadline of %s: %s", tracking_id, exc2)
+
+
+class Start:
+    """The start of a stage that `starts_itself`, run by the stage's first script: the
+    delivery cap and the running mark of `StageTask._admit_start` (stage_start.lua), ahead of
+    the script's own work and in the same round trip; the script does nothing more unless the
+    start is admitted. The `before_claim` crash point follows the admission, so the count
+    still comes before it (RELIABILITY.md test 4); for the guardrail stage, whose first script
+    is its reservation, that point comes after the reservation. The body before the script
+    only validates the message: nothing there runs on what the message says."""
+
+    def __init__(self, task: StageTask, tracking_id: str, message: Any, redelivered: bool):
+        self.task = task
+        self.tracking_id = tracking_id
+        self.message = message
+        self.redelivered = redelivered
+
+    def script_args(self) -> tuple[list[str], list[str]]:
+        """The start's keys and arguments, for the stage's first script to run it."""
+        container = self.task.deps()
+        return container.dead_letters.start_of(
+            self.tracking_id,
+            queue=self.task.stage,
+            message=self.message,
+            now_ms=now_ms(),
+            redelivered=self.redelivered,
+            running_ms=(container.settings.task_time_limit_s + 15) * 1000,
+        )
+
+    def admit(self, delivery: Delivery) -> bool:
+        """Whether the body goes on (a refusal logged), then the `before_claim` point."""
+        run = self.task.admitted(self.tracking_id, delivery)
+        if run:
+            crash_point(self.task.stage.value, "before_claim", self.tracking_id)
+        return run
 
 
 @dataclass(frozen=True)
@@ -248,11 +301,17 @@ W = TypeVar("W", bound=Wire)
 
 
 def register_stage(
-    app: Celery, task: Task, deps: Deps, run: Callable[[StageTask, W], None]
+    app: Celery,
+    task: Task,
+    deps: Deps,
+    run: Callable[[StageTask, W], None],
+    *,
+    starts_itself: bool = False,
 ) -> CeleryTask:
     """Register `run(task, envelope)` as the task of one pipeline row of the stage table:
     its name and queue, the stage options, handed `deps`, its message validated as the row's
-    envelope before `run` sees it."""
+    envelope before `run` sees it. With `starts_itself`, `run`'s first script runs the start
+    (`task.start_of_request()`)."""
     stage = BY_TASK[task]
     envelope = stage.envelope
     if envelope is None:
@@ -261,7 +320,9 @@ def register_stage(
     def body(self: StageTask, message: dict[str, Any]) -> None:
         run(self, cast(W, envelope.model_validate(message)))
 
-    return _register(app, stage.task, deps, body, STAGE_TASK_OPTIONS)
+    return _register(
+        app, stage.task, deps, body, {**STAGE_TASK_OPTIONS, "starts_itself": starts_itself}
+    )
 
 
 def register_beat(

@@ -15,7 +15,15 @@ from workers.clock import now_ms
 from workers.container import Container
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, Onwards, StageTask, hand_off, onwards, register_stage
+from workers.stages.base import (
+    Deps,
+    Onwards,
+    StageTask,
+    Start,
+    hand_off,
+    onwards,
+    register_stage,
+)
 from workers.stages.rows import stage_row
 from workers.stores.ledger import Ledger
 from workers.stores.onward import Onward
@@ -57,14 +65,24 @@ class Guardrails:
     def of(cls, c: Container, onwards: Onwards | None = None) -> Guardrails:
         return cls(ledger=c.ledger, onwards=onwards)
 
-    def __call__(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
-        verdict = self.ledger.reserve(
+    def __call__(
+        self, env: DecisionEnvelope, start: Start | None = None
+    ) -> ReservedEnvelope | None:
+        """Reserve `env`'s place, or write its refusal down. With `start` (the task's own:
+        workers/stages/base.py `Start`) the reservation script runs the start first, and
+        nothing is reserved unless it is admitted."""
+        started, verdict = self.ledger.reserve_started(
             env.tracking_id,
             decision=env.decision,
             seat_id=env.seat_id,
             tracking_id=env.tracking_id,
             onward=None if self.onwards is None else send_onward(self.onwards, env),
+            start=None if start is None else start.script_args(),
         )
+        if start is not None and (started is None or not start.admit(started)):
+            return None
+        if verdict is None:  # the start was not admitted: nothing reserved
+            return None
         if verdict.allowed:
             return ReservedEnvelope(
                 tracking_id=env.tracking_id,
@@ -105,10 +123,11 @@ def register(app: Celery, deps: Deps) -> None:
     def guardrails(task: StageTask, env: DecisionEnvelope) -> None:
         container = task.deps()
         atomic = onwards(app, container)
-        nxt = Guardrails.of(container, atomic)(env)
+        nxt = Guardrails.of(container, atomic)(env, task.start_of_request())
         if nxt is not None:
             crash_point("guardrails", "after_reserve", env.tracking_id)
             if atomic is None:  # else it went out with the reservation
                 hand_off(app, container, Task.SEND, nxt.tracking_id, nxt.to_wire())
 
-    register_stage(app, TASK, deps, guardrails)
+    # Its start runs in its reservation's script: the body before it only reads the message.
+    register_stage(app, TASK, deps, guardrails, starts_itself=True)

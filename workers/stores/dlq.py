@@ -116,6 +116,14 @@ def _letter(dlq_id: str, raw: dict[Any, Any]) -> DeadLetter | None:
     )
 
 
+def delivery(reply: Any) -> Delivery:
+    """A start's answer, from stage_start.lua's reply ({verb, deliveries | state})."""
+    verb, n = text(reply[0]), reply[1]
+    if verb == "done":
+        return Delivery(verb, state=text(n))
+    return Delivery(verb, deliveries=int(n))
+
+
 class DeadLetters:
     """The delivery cap and the dead-letter queue, on one Redis."""
 
@@ -147,9 +155,31 @@ class DeadLetters:
         """A worker starts a stage's message: mark it running for `running_ms`, and count it
         when it is a redelivery (kombu's `redelivered`, or a sweeper copy); at the cap,
         dead-letter it instead."""
+        k, a = self.start_of(
+            tracking_id,
+            queue=queue,
+            message=message,
+            now_ms=now_ms,
+            redelivered=redelivered,
+            running_ms=running_ms,
+        )
+        return delivery(self._count(keys=k, args=a))
+
+    def start_of(
+        self,
+        tracking_id: str,
+        *,
+        queue: Queue,
+        message: Any,
+        now_ms: int,
+        redelivered: bool,
+        running_ms: int,
+    ) -> tuple[list[str], list[str]]:
+        """The keys and arguments of `start` (stage_start.lua), for a script that runs the
+        start first itself (guard_reserve.lua), in the same round trip as its own work."""
         dlq_id = task_id(tracking_id, queue)
-        verb, n = self._count(
-            keys=[
+        return (
+            [
                 keys.deliveries(tracking_id),
                 keys.journal(tracking_id),
                 keys.JOURNAL_OPEN,
@@ -158,11 +188,11 @@ class DeadLetters:
                 keys.dead_letter(dlq_id),
                 keys.running(tracking_id, queue.value),
             ],
-            args=[
+            [
                 queue.value,
-                self.max_deliveries,
-                COUNTER_TTL_MS,
-                now_ms,
+                str(self.max_deliveries),
+                str(COUNTER_TTL_MS),
+                str(now_ms),
                 tracking_id,
                 dlq_id,
                 QUEUE_TASK[queue].value,
@@ -172,16 +202,12 @@ class DeadLetters:
                 ",".join(STAGE_OWNS[queue.value]),
                 "1" if redelivered else "0",
                 keys.copies_field(queue.value),
-                running_ms,
+                str(running_ms),
                 f"re-enqueued by the sweeper and started {self.max_deliveries} times without "
                 "its entry moving on",
                 *finals(),
             ],
         )
-        verb = text(verb)
-        if verb == "done":
-            return Delivery(verb, state=text(n))
-        return Delivery(verb, deliveries=int(n))
 
     def give_up(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import redis
 
@@ -19,6 +20,7 @@ from contracts.send import SendStart
 from pipeline.guardrails import Tally, judge, target_ids
 from workers.errors import PermanentError
 from workers.stores import keys
+from workers.stores.dlq import Delivery, delivery
 from workers.stores.journal import LEDGER_RETENTION_MS, LEDGER_STREAM_CAP, RETENTION_MS
 from workers.stores.onward import NO_ONWARD, Onward
 from workers.stores.scripts import script, text
@@ -75,14 +77,52 @@ class Ledger:
         """Check every limit and, if allowed, hold a place, in one atomic step; a place held
         now pushes `onward` (the send stage's message, the attempt written in) in the same
         step, one found held pushes nothing (workers/stores/onward.py)."""
+        _, verdict = self.reserve_started(
+            op_id,
+            decision=decision,
+            seat_id=seat_id,
+            tracking_id=tracking_id,
+            now_ms=now_ms,
+            onward=onward,
+        )
+        assert verdict is not None  # no start to refuse it
+        return verdict
+
+    def reserve_started(
+        self,
+        op_id: str,
+        *,
+        decision: EngagementDecision,
+        seat_id: str,
+        tracking_id: str,
+        now_ms: int | None = None,
+        onward: Onward | None = None,
+        start: tuple[list[str], list[str]] | None = None,
+    ) -> tuple[Delivery | None, GuardrailVerdict | None]:
+        """`reserve`, with the guardrail stage's start run first in the same script (`start`,
+        its keys and arguments: workers/stores/dlq.py `start_of`): the start's answer, and
+        the verdict when the start was admitted (None, nothing reserved, when it was not)."""
         ids = target_ids(decision.targets)
         reply = self._reserve(
             keys=[
                 *self._reserve_keys(op_id, decision, seat_id, tracking_id, ids),
+                *([] if start is None else start[0]),
                 *([] if onward is None else [onward.queue]),
             ],
-            args=self._reserve_args(op_id, decision, seat_id, tracking_id, ids, now_ms, onward),
+            args=self._reserve_args(
+                op_id, decision, seat_id, tracking_id, ids, now_ms, onward, start
+            ),
         )
+        if text(reply[0]) == "start":
+            return delivery(reply[1:]), None
+        if start is None:
+            return None, self._verdict(op_id, decision, seat_id, ids, reply)
+        admitted = Delivery("run", deliveries=int(reply[-1]))
+        return admitted, self._verdict(op_id, decision, seat_id, ids, reply[:-1])
+
+    def _verdict(
+        self, op_id: str, decision: EngagementDecision, seat_id: str, ids: list[str], reply: Any
+    ) -> GuardrailVerdict:
         allowed, code = int(reply[0]), text(reply[1])
         last = int(reply[4])
         counted = Tally(
@@ -133,6 +173,7 @@ class Ledger:
         ids: list[str],
         now_ms: int | None,
         onward: Onward | None,
+        start: tuple[list[str], list[str]] | None,
     ) -> list[str | int]:
         lim = self.limits
         fields = {
@@ -158,6 +199,7 @@ class Ledger:
             len(ids),
             self.window_keep_ms,
             *(NO_ONWARD if onward is None else onward.args()),
+            "" if start is None else json.dumps(start[1]),
             *ids,
             *(x for kv in fields.items() for x in kv),
         ]

@@ -23,13 +23,13 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "claim_take": ("subject_common",),
     "cost_record": (),
     "decision_record": ("ledger_common", "journal_common", "celery_common"),
-    "delivery_count": ("dead_letter",),
+    "delivery_count": ("dead_letter", "stage_start"),
     "direction_end": ("direction_common",),
     "direction_open": ("direction_common", "ledger_common", "inbox_common"),
     "direction_settle": ("direction_common",),
     "direction_vote": ("direction_common",),
     "dlq_replay": ("dead_letter",),
-    "guard_reserve": ("celery_common",),
+    "guard_reserve": ("celery_common", "dead_letter", "stage_start"),
     "inbound_record": ("ledger_common", "inbox_common"),
     "inbox_ack": (),
     "intent_record": (),
@@ -71,6 +71,7 @@ LIBRARIES = frozenset(
         "journal_common",
         "issue_common",
         "ledger_common",
+        "stage_start",
         "subject_common",
     }
 )

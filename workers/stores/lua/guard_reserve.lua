@@ -5,19 +5,34 @@
 -- (workers/stores/onward.py), the reservation's attempt written between its payload and tail;
 -- a replay pushes nothing, for the message went out with the place.
 --
+-- Given the guardrail stage's start (its keys and arguments: stage_start.lua), it runs that
+-- first and reserves nothing unless the start is admitted: the start and the reservation are
+-- one round trip, and a start at the delivery cap is dead-lettered with nothing reserved.
+--
 -- KEYS: 1 op hash, 2 pending zset, 3 by-dedupe-key, 4 by-work, 5 by-seat, 6 rooms-of-seat,
---       7 journal entry, 8..7+n by-target (one per target, in target order), [8+n the send
---       queue]
+--       7 journal entry, 8..7+n by-target (one per target, in target order), [8+n..14+n the
+--       start's 7 keys, when one is given], [last: the send queue, when a message is given]
 -- ARGV: 1 opId, 2 nowMs ('' = Redis TIME), 3 reengageAfterMs, 4 maxAttemptsPerAsk,
 --       5 perTargetPerDay, 6 perWorkPerDay, 7 perSeatPerHour, 8 roomsPerDay,
 --       9 createsRoom ('1'|'0'), 10 reservation ttl ms, 11 op key prefix, 12 retention ms,
 --       13 n targets, 14 how long a window index keeps an entry (ms; two days, the longest
 --       window and as much again for clock skew), 15 the send message's template ('' =
 --       none), 16 its payload up to the attempt, 17 its payload after, 18 its embed,
---       19..18+n target ids, then field/value pairs stored on the op hash.
+--       19 the start's arguments (a JSON array of strings; '' = no start), 20..19+n target
+--       ids, then field/value pairs stored on the op hash.
 -- Returns {allowed 0|1, code|'', attempt, sameKey, lastSameAtMs|-1, work, seat, rooms,
---          atMs, replay 0|1, targetCount1, ...}
+--          atMs, replay 0|1, targetCount1, ..., [the start's deliveries, when it ran]}, or
+--          {'start', verb, n} when the start was not admitted (stage_start's {'dead',
+--          deliveries} or {'done', state}).
 local DAY, HOUR = 86400000, 3600000
+local n = tonumber(ARGV[13])
+local started = nil
+if ARGV[19] ~= '' then
+  local K = {}
+  for i = 1, 7 do K[i] = KEYS[7 + n + i] end
+  started = stage_start(K, cjson.decode(ARGV[19]))
+  if started[1] ~= 'run' then return {'start', started[1], started[2]} end
+end
 local now = tonumber(ARGV[2])
 if not now then
   local t = redis.call('TIME')
@@ -44,10 +59,10 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if state and state ~= 'expired' then
   local reply = cjson.decode(redis.call('HGET', KEYS[1], 'verdict'))
   reply[10] = 1
+  if started then table.insert(reply, started[2]) end
   return reply
 end
 
-local n = tonumber(ARGV[13])
 local same = redis.call('ZCARD', KEYS[3])
 local top = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 local last = -1
@@ -82,7 +97,7 @@ local reply = {allowed, code, same + 1, same, last, work, seat, rooms, now, 0}
 for i = 1, n do reply[10 + i] = perTarget[i] end
 
 local fields = {}
-for i = 19 + n, #ARGV, 2 do
+for i = 20 + n, #ARGV, 2 do
   table.insert(fields, ARGV[i]); table.insert(fields, ARGV[i + 1])
 end
 if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
@@ -111,10 +126,11 @@ if allowed == 1 then
   end
   if ARGV[15] ~= '' then
     local payload = ARGV[16] .. (same + 1) .. ARGV[17]
-    redis.call('LPUSH', KEYS[8 + n], celery_message(ARGV[15], payload, ARGV[18]))
+    redis.call('LPUSH', KEYS[#KEYS], celery_message(ARGV[15], payload, ARGV[18]))
   end
 else
   redis.call('HSET', KEYS[1], 'state', 'refused', 'atMs', now)
 end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[12]))
+if started then table.insert(reply, started[2]) end
 return reply
