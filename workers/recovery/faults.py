@@ -11,6 +11,8 @@ comma-separated list of `stage:point:rate[:match]`:
 The points the stages pass through, in order (the send stage's are the exactly-once windows):
 
     <stage>:before_claim                 a stage task has its message and has done nothing
+                                         but write its start down (the guardrail stage:
+                                         its start and reservation, one script)
     guardrails:after_reserve             the quota is reserved, the send not yet published
                                          (on the stores' Redis: published with it, the
                                          guardrail message not yet acked)
