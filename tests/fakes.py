@@ -123,3 +123,16 @@ def celery_fields(message: dict[str, Any]) -> dict[tuple[str, str], Any]:
     for name in ("content-encoding", "content-type"):
         out[("", name)] = message[name]
     return out
+
+
+# The work report most tests send through the pipeline: blocked on access to the billing
+# database, self-serve exhausted; the bundled org names ben as its owner. Copy it before
+# changing it (`dict(BLOCKED_REPORT)`): every test module shares this one.
+BLOCKED_REPORT: dict[str, Any] = {
+    "id": "billing-migration",
+    "title": "Migrate the billing tables",
+    "state": "blocked",
+    "scope": "billing database",
+    "blocker": {"kind": "access"},
+    "selfServeExhausted": True,
+}

@@ -12,7 +12,7 @@ import redis
 
 from contracts import Candidate, Limits, WorkReport
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
-from tests.fakes import FakeOutbound
+from tests.fakes import BLOCKED_REPORT, FakeOutbound
 from workers.errors import PermanentError
 from workers.org import OrgSource, learn_slack_identity
 from workers.queues import Queue
@@ -181,14 +181,7 @@ def test_the_seats_own_message_is_an_echo_that_makes_its_thread_followed(stages:
 
 def test_what_a_seat_sends_joins_it_to_that_thread(stages: Stages) -> None:
     """After the send stage posts an ask, a reply in the thread it started reaches the seat."""
-    work = {
-        "id": "billing-migration",
-        "title": "Migrate the billing tables",
-        "state": "blocked",
-        "scope": "billing database",
-        "blocker": {"kind": "access"},
-        "selfServeExhausted": True,
-    }
+    work = dict(BLOCKED_REPORT)
     stages.journal.accept(
         "t-1", kind="work", seat_id="scout", payload="{}", now_ms=NOW, fingerprint="f"
     )

@@ -12,6 +12,7 @@ import redis
 
 from contracts import Limits, WorkReport
 from contracts.messages import DecisionEnvelope, WorkEnvelope
+from tests.fakes import BLOCKED_REPORT
 from workers.celery_app import create_app
 from workers.org import OrgSource
 from workers.queues import Queue
@@ -28,14 +29,7 @@ from workers.stores.scripts import source
 pytestmark = pytest.mark.redis
 
 NOW = 1_800_000_000_000
-BLOCKED = {
-    "id": "billing-migration",
-    "title": "Migrate the billing tables",
-    "state": "blocked",
-    "scope": "billing database",
-    "blocker": {"kind": "access"},
-    "selfServeExhausted": True,
-}
+BLOCKED = dict(BLOCKED_REPORT)
 
 
 class World:

@@ -12,7 +12,7 @@ import redis
 
 from contracts import WorkReport
 from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
-from tests.fakes import Crash, FakeOutbound
+from tests.fakes import BLOCKED_REPORT, Crash, FakeOutbound
 from workers.errors import (
     Deferred,
     LeaseBusy,
@@ -29,14 +29,7 @@ from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 
 NOW = 1_800_000_000_000
-BLOCKED = {
-    "id": "billing-migration",
-    "title": "Migrate the billing tables",
-    "state": "blocked",
-    "scope": "billing database",
-    "blocker": {"kind": "access"},
-    "selfServeExhausted": True,
-}
+BLOCKED = dict(BLOCKED_REPORT)
 
 
 class Clock:

@@ -13,6 +13,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from tests.auth import as_seat, as_seats
+from tests.fakes import BLOCKED_REPORT
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress, tracking_id_for
@@ -21,14 +22,7 @@ from workers.stores import keys
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-BLOCKED = {
-    "id": "billing-migration",
-    "title": "Migrate the billing tables",
-    "state": "blocked",
-    "scope": "billing database",
-    "blocker": {"kind": "access"},
-    "selfServeExhausted": True,
-}
+BLOCKED = dict(BLOCKED_REPORT)
 
 
 def _settings(url: str, **overrides: Any) -> Settings:

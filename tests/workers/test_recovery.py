@@ -23,6 +23,7 @@ from contracts.messages import (
     ReservedEnvelope,
     WorkEnvelope,
 )
+from tests.fakes import BLOCKED_REPORT
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.errors import PermanentError, TransientError
@@ -46,14 +47,7 @@ pytestmark = pytest.mark.redis
 NOW = 1_800_000_000_000
 DEADLINE = 300_000
 LATE = NOW + DEADLINE + 1  # past an entry accepted at NOW
-BLOCKED = {
-    "id": "billing-migration",
-    "title": "Migrate the billing tables",
-    "state": "blocked",
-    "scope": "billing database",
-    "blocker": {"kind": "access"},
-    "selfServeExhausted": True,
-}
+BLOCKED = dict(BLOCKED_REPORT)
 
 
 def queued(r: redis.Redis, queue: Queue) -> list[dict[str, Any]]:

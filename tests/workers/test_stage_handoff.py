@@ -17,7 +17,7 @@ import redis
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
 
-from tests.fakes import celery_fields
+from tests.fakes import BLOCKED_REPORT, celery_fields
 from workers import broker
 from workers.broker import push, shares_broker
 from workers.celery_app import create_app
@@ -197,14 +197,7 @@ def test_hand_off_pushes_on_a_shared_redis_and_publishes_otherwise(
 # --------------------------------------------------------------------------- in the write
 
 NOW = 1_800_000_000_000
-BLOCKED = {
-    "id": "billing-migration",
-    "title": "Migrate the billing tables",
-    "state": "blocked",
-    "scope": "billing database",
-    "blocker": {"kind": "access"},
-    "selfServeExhausted": True,
-}
+BLOCKED = dict(BLOCKED_REPORT)
 
 
 def _celery_writes(
