@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import threading
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -17,19 +18,57 @@ from rich.console import Console
 
 from workers.errors import ConfigError
 from workers.queues import WORKER_QUEUES, Queue
-from workers.settings import Settings
+from workers.settings import Settings, masked
 
 if TYPE_CHECKING:
     import redis
 
     from workers.stores.dlq import DeadLetters
 
+# `-h` as well as `--help`, on every command (a subcommand's context inherits it).
+HELP = {"help_option_names": ["-h", "--help"]}
+
 cli = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    context_settings=HELP,
     help="Seatwire: AI agent seats that engage the right person, exactly once.",
 )
 console = Console()
+
+
+class Pool(StrEnum):
+    """Celery's execution pools a `seatwire worker` may run."""
+
+    prefork = "prefork"
+    threads = "threads"
+    solo = "solo"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import version
+
+        typer.echo(f"seatwire {version('seatwire')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="print the version"),
+    ] = False,
+) -> None:
+    """Seatwire: AI agent seats that engage the right person, exactly once."""
 
 
 def _refuse(message: object) -> NoReturn:
@@ -64,7 +103,7 @@ def up(
     except ConfigError as exc:
         system.stop()
         _refuse(exc)
-    where = "embedded" if settings.embedded else f"Redis {settings.redis_url}"
+    where = "embedded" if settings.embedded else f"Redis {masked(settings.redis_url)}"
     h, p = host or settings.host, port or settings.port
     console.print(
         f"Seatwire up ({where}) on http://{h}:{p}; send mode {settings.send_mode}, "
@@ -113,7 +152,7 @@ def _check_worker(settings: Settings, *, sends: bool) -> None:
     except ConfigError as exc:
         _refuse(exc)
     except Exception as exc:
-        console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
+        console.print(f"[red]cannot reach Redis at {masked(settings.redis_url)}:[/red] {exc}")
         raise typer.Exit(2) from exc
     if sends:
         try:
@@ -123,16 +162,18 @@ def _check_worker(settings: Settings, *, sends: bool) -> None:
         console.print(f"send mode {settings.send_mode}: asks go to {where}")
 
 
-@cli.command()
+@cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def worker(
+    ctx: typer.Context,
     queues: Annotated[str, typer.Option(help="comma-separated queues")] = ",".join(WORKER_QUEUES),
     concurrency: Annotated[int, typer.Option(help="processes (or threads)")] = 2,
-    pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "prefork",
-    loglevel: Annotated[str, typer.Option()] = "INFO",
+    pool: Annotated[Pool, typer.Option(help="Celery's pool", case_sensitive=False)] = Pool.prefork,
+    loglevel: Annotated[LogLevel, typer.Option(case_sensitive=False)] = LogLevel.INFO,
     hostname: Annotated[str | None, typer.Option(help="node name")] = None,
 ) -> None:
     """Run a Celery worker for the given queues, the steward's included (needs
-    SEATWIRE_REDIS_URL)."""
+    SEATWIRE_REDIS_URL). Options after `--` go to Celery's worker as they are, e.g.
+    `seatwire worker --queues send -- --max-memory-per-child 200000`."""
     from workers.celery_app import create_app
 
     settings = _settings()
@@ -156,13 +197,14 @@ def worker(
         "-c",
         str(concurrency),
         "-P",
-        pool,
+        pool.value,
         "--loglevel",
-        loglevel,
+        loglevel.value,
         "-n",
         hostname or f"{'+'.join(names)}-{os.getpid()}@%h",
         "--without-mingle",
         "--without-gossip",
+        *ctx.args,
     ]
     app.worker_main(argv)
 
@@ -268,7 +310,7 @@ def _beat_redis(settings: Settings) -> redis.Redis:
     except ConfigError as exc:
         _refuse(exc)
     except Exception as exc:
-        console.print(f"[red]cannot reach Redis at {settings.redis_url}:[/red] {exc}")
+        console.print(f"[red]cannot reach Redis at {masked(settings.redis_url)}:[/red] {exc}")
         raise typer.Exit(2) from exc
     return client
 

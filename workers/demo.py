@@ -30,7 +30,13 @@ from workers.container import Container
 from workers.controller_demo import run_controller_demo
 from workers.embedded import EmbeddedSystem, free_port
 from workers.outbound.file import read_outbox
-from workers.settings import EMBEDDED_GITHUB_SECRET, EMBEDDED_SLACK_SECRET, REPO_ROOT, Settings
+from workers.settings import (
+    EMBEDDED_GITHUB_SECRET,
+    EMBEDDED_SLACK_SECRET,
+    REPO_ROOT,
+    Settings,
+    masked,
+)
 from workers.steward_demo import run_steward_demo
 from workers.stores.tokens import TokenRefused, Tokens, dev_token
 from workers.tools_demo import run_tools_demo
@@ -138,7 +144,7 @@ def run_demo(settings: Settings, console: Console) -> int:
     mode = (
         "embedded (in-process Redis stand-in, in-memory broker)"
         if settings.embedded
-        else f"Redis at {settings.redis_url}"
+        else f"Redis at {masked(settings.redis_url)}"
     )
     console.print(f"[bold]Seatwire demo[/bold] — {mode}; ingress on {base}")
     steps = _steps(yaml.safe_load(SCENARIO.read_text()), suffix)

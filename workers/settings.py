@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -200,3 +201,20 @@ def _secret(value: SecretStr | None, fallback: str | None) -> str | None:
     if value is not None and value.get_secret_value().strip():
         return value.get_secret_value()
     return fallback
+
+
+def masked(url: str | None) -> str:
+    """`url` fit to print: its password (and a user that is a token) replaced by `***`.
+    `redis://:s3cret@host:6379/0` -> `redis://:***@host:6379/0`."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.password is None and not parts.username:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    secret = "***" if parts.password is not None else ""
+    auth = f"{user}:{secret}" if secret else ("***" if user else "")
+    return urlunsplit(parts._replace(netloc=f"{auth}@{host}"))

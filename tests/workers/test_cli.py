@@ -215,3 +215,68 @@ def test_a_wrong_slack_token_is_refused_before_the_first_ask(
         monkeypatch.setenv("SEATWIRE_SLACK_API_URL", slack.url)
         result = runner.invoke(cli, ["worker", "--queues", "send"])
     assert result.exit_code == 2 and "invalid_auth" in result.output
+
+
+# --------------------------------------------------------------------------- the command itself
+
+
+@pytest.mark.parametrize("args", [["-h"], ["--help"], ["worker", "-h"], ["dlq", "list", "-h"]])
+def test_help_answers_to_h_on_every_command(args: list[str]) -> None:
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(cli, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"seatwire {version('seatwire')}"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "choices"),
+    [("--pool", "forked", "'prefork', 'threads', 'solo'"), ("--loglevel", "loud", "'debug'")],
+)
+def test_a_mistyped_choice_is_refused_in_a_few_lines_naming_the_choices(
+    option: str, value: str, choices: str
+) -> None:
+    """No traceback: exit 2 and the error names the value and what would do."""
+    result = runner.invoke(cli, ["worker", option, value])
+    assert result.exit_code == 2
+    text = " ".join(result.output.replace("│", " ").split())  # the error's box, unwrapped
+    assert f"'{value}' is not one of" in text and choices in text
+    assert "Traceback" not in result.output and len(result.output.splitlines()) < 10
+
+
+def test_worker_passes_celery_options_after_the_double_dash_through(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str
+) -> None:
+    """What follows `--` reaches Celery's worker untouched, after Seatwire's own options;
+    a choice given in any case is Celery's spelling."""
+    from celery import Celery
+
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(Celery, "worker_main", lambda self, argv: seen.append(list(argv)))
+    result = runner.invoke(
+        cli,
+        [
+            *("worker", "--queues", "engagement", "--pool", "SOLO", "--loglevel", "debug"),
+            *("--", "--max-memory-per-child", "200000", "-O", "fair"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    [argv] = seen
+    assert argv[argv.index("-P") + 1] == "solo" and argv[argv.index("--loglevel") + 1] == "DEBUG"
+    assert argv[-4:] == ["--max-memory-per-child", "200000", "-O", "fair"]
+
+
+def test_an_unreachable_redis_is_refused_without_printing_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", "redis://:hunter2@127.0.0.1:1/0")
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    result = runner.invoke(cli, ["worker", "--queues", "engagement"])
+    assert result.exit_code == 2 and "cannot reach Redis" in result.output
+    assert "hunter2" not in result.output and ":***@127.0.0.1:1" in result.output
