@@ -18,7 +18,7 @@ from rich.console import Console
 
 from workers.errors import ConfigError
 from workers.queues import WORKER_QUEUES, Queue
-from workers.settings import Settings, masked
+from workers.settings import Settings, load_settings, masked
 
 if TYPE_CHECKING:
     import redis
@@ -79,9 +79,8 @@ def _refuse(message: object) -> NoReturn:
 
 def _settings() -> Settings:
     try:
-        settings = Settings()
-        settings.check()
-    except (ConfigError, ValueError) as exc:
+        settings = load_settings()
+    except ConfigError as exc:
         _refuse(exc)
     return settings
 

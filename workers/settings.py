@@ -7,12 +7,25 @@ Redis for both the stores and the broker.
 
 from __future__ import annotations
 
+import difflib
+import json
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from contracts import Limits, SendPolicy
 from workers.errors import ConfigError
@@ -127,6 +140,24 @@ class Settings(BaseSettings):
     def ingress_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
+    @field_validator("limits", "send_policy", mode="before")
+    @classmethod
+    def _no_unknown_keys(cls, value: object, info: ValidationInfo) -> object:
+        """A JSON setting names only its model's fields (camelCase or snake_case): a
+        misspelt key would otherwise be dropped and its limit left at the default."""
+        if not isinstance(value, dict):
+            return value
+        model = cls.model_fields[str(info.field_name)].annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        names = {*model.model_fields}
+        names |= {f.alias for f in model.model_fields.values() if f.alias}
+        for key in value:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), sorted(names), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown key {key!r}{hint}")
+        return value
+
     @field_validator("redis_url", "broker_url", "proposer_url", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
@@ -162,8 +193,12 @@ class Settings(BaseSettings):
             self.github_webhook_secret, EMBEDDED_GITHUB_SECRET if self.embedded else None
         )
 
-    def check(self) -> None:
-        """Refuse, at start, a configuration that can only fail later."""
+    def check(self, environ: Mapping[str, str] | None = None) -> None:
+        """Refuse, at start, a configuration that can only fail later: an unknown
+        `SEATWIRE_*` variable of `environ` (the process's by default) among it."""
+        unknown = unknown_variables(os.environ if environ is None else environ)
+        if unknown:
+            raise ConfigError("; ".join(unknown))
         if self.broker_url is not None and self.redis_url is None:
             raise ConfigError(
                 "SEATWIRE_BROKER_URL is set without SEATWIRE_REDIS_URL: the journal and the "
@@ -218,3 +253,111 @@ def masked(url: str | None) -> str:
     secret = "***" if parts.password is not None else ""
     auth = f"{user}:{secret}" if secret else ("***" if user else "")
     return urlunsplit(parts._replace(netloc=f"{auth}@{host}"))
+
+
+# Variables with the prefix that are not settings: what a launcher hands a seat's agent for its
+# turn (workers/outbound/launchers.py; an agent may run `seatwire mcp` with them set), the
+# fault-injection switch (workers/recovery/faults.py), and the test suite's own two.
+OTHER_VARIABLES = frozenset(
+    {
+        "SEATWIRE_SEAT",
+        "SEATWIRE_TURN",
+        "SEATWIRE_TURN_REASON",
+        "SEATWIRE_SESSION_ID",
+        "SEATWIRE_SESSION_MODE",
+        "SEATWIRE_FAULTPOINTS",
+        "SEATWIRE_TEST_REDIS_URL",
+        "SEATWIRE_HYPOTHESIS_SCALE",
+    }
+)
+PREFIX = "SEATWIRE_"
+
+
+def _variables() -> dict[str, str]:
+    """Every settings variable with the prefix, to the field it sets."""
+    found: dict[str, str] = {}
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias or ""]
+        named = [str(c) for c in choices if isinstance(c, str) and c.startswith(PREFIX)]
+        for variable in named or ([] if alias else [PREFIX + name.upper()]):
+            found[variable] = name
+    return found
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One line for each `SEATWIRE_*` variable that sets nothing, with the closest known one:
+    a misspelt variable (`SEATWIRE_REDIS_ULR`) would otherwise leave its setting at its
+    default, silently (embedded, in that case). A nested one (`SEATWIRE_LIMITS__X`) must
+    name a field of its setting's model."""
+    variables = _variables()
+    known = [*variables, *OTHER_VARIABLES]
+    out: list[str] = []
+    for key in sorted(k for k in environ if k.upper().startswith(PREFIX)):
+        name = key.upper()
+        head, _, sub = name.partition("__")
+        if name in variables or name in OTHER_VARIABLES:
+            continue
+        field = variables.get(head)
+        annotation = Settings.model_fields[field].annotation if field and sub else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = [f.upper() for f in annotation.model_fields]
+            if sub in fields:
+                continue
+            close = difflib.get_close_matches(sub, fields, n=1)
+            hint = f"; did you mean {head}__{close[0]}?" if close else ""
+            out.append(f"{key} is not a field of {head}{hint}")
+            continue
+        bare = {k.removeprefix(PREFIX): k for k in known}  # the prefix would match anything
+        close = difflib.get_close_matches(name.removeprefix(PREFIX), list(bare), n=1)
+        hint = f"; did you mean {bare[close[0]]}?" if close else ""
+        out.append(f"{key} is not a Seatwire setting{hint}")
+    return out
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings of the environment, checked (`Settings.check`), or a `ConfigError` whose
+    one line names each variable at fault and what is wrong with it: a JSON setting's parse
+    error with its position, a value pydantic refused with its reason."""
+    unknown = unknown_variables(os.environ if environ is None else environ)
+    if unknown:  # first: a misspelt nested variable is named as the user wrote it
+        raise ConfigError("; ".join(unknown))
+    try:
+        settings = Settings()
+    except SettingsError as exc:
+        raise ConfigError(_describe_parse_error(exc)) from exc
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation(exc)) from exc
+    settings.check(environ)
+    return settings
+
+
+def _variable(field: object) -> str:
+    info = Settings.model_fields.get(str(field))
+    alias = info.validation_alias if info is not None else None
+    choices = alias.choices if isinstance(alias, AliasChoices) else [alias] if alias else []
+    named = [c for c in choices if isinstance(c, str)]
+    return named[0] if named else PREFIX + str(field).upper()
+
+
+def _describe_parse_error(exc: SettingsError) -> str:
+    found = re.search(r'field "([^"]+)"', str(exc))
+    variable = _variable(found.group(1)) if found else "a SEATWIRE_* setting"
+    cause = exc.__cause__
+    if isinstance(cause, json.JSONDecodeError):
+        return (
+            f"{variable} is not valid JSON: {cause.msg} at line {cause.lineno} column "
+            f"{cause.colno} (character {cause.pos})"
+        )
+    return f"{variable} cannot be read: {cause or exc}"
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = [str(x) for x in error["loc"]]
+        where = _variable(loc[0]) if loc else "a SEATWIRE_* setting"
+        inner = f" ({'.'.join(loc[1:])})" if len(loc) > 1 else ""
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"{where}{inner}: {message}")
+    return "; ".join(lines)

@@ -28,7 +28,7 @@ from contracts.goals import AdmissionCheck
 from contracts.steward import AuditEntry, ObjectiveOutcome
 from workers.container import Container
 from workers.errors import ConfigError
-from workers.settings import Settings, masked
+from workers.settings import load_settings, masked
 
 steward = typer.Typer(no_args_is_help=True, help="The goal steward: run it, or override a gate.")
 console = Console()
@@ -65,9 +65,8 @@ def redis_container(refuse: Callable[[object], NoReturn], *, embedded: str) -> C
     from workers.celery_app import create_app
 
     try:
-        settings = Settings()
-        settings.check()
-    except (ConfigError, ValueError) as exc:
+        settings = load_settings()
+    except ConfigError as exc:
         refuse(exc)
     if settings.embedded:
         refuse(embedded)

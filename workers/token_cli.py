@@ -24,7 +24,7 @@ from rich.table import Table
 
 from workers.container import Container
 from workers.errors import ConfigError
-from workers.settings import Settings
+from workers.settings import Settings, load_settings
 from workers.steward_cli import redis_container
 from workers.stores.tokens import TokenRefused, Tokens, dev_token
 
@@ -133,9 +133,8 @@ def dev_tokens(settings: Settings) -> dict[str, str]:
 def dev(as_json: JsonOpt = False) -> None:
     """Embedded mode only: each seat's development token (valid only without a Redis)."""
     try:
-        settings = Settings()
-        settings.check()
-    except (ConfigError, ValueError) as exc:
+        settings = load_settings()
+    except ConfigError as exc:
         _refuse(exc)
     if not settings.embedded:
         _refuse(

@@ -165,14 +165,14 @@ def test_visibility_timeout_must_exceed_task_and_retry_time() -> None:
 @pytest.mark.parametrize(
     ("env", "said"),
     [
-        ({"SEATWIRE_OUTBOUND": "carrier-pigeon"}, "outbound"),
+        ({"SEATWIRE_OUTBOUND": "carrier-pigeon"}, "SEATWIRE_OUTBOUND: Input should be"),
         ({"SEATWIRE_OUTBOUND": "slack"}, "SEATWIRE_SLACK_BOT_TOKEN"),
         ({"SEATWIRE_OUTBOUND": "webhook"}, "SEATWIRE_WEBHOOK_URL"),
         (
             {"SEATWIRE_OUTBOUND": "webhook", "SEATWIRE_WEBHOOK_URL": "https://h.example/x"},
             "SEATWIRE_WEBHOOK_SECRET",
         ),
-        ({"SEATWIRE_SEND_MODE": "loud"}, "send_mode"),
+        ({"SEATWIRE_SEND_MODE": "loud"}, "SEATWIRE_SEND_MODE: Input should be"),
     ],
 )
 def test_bad_outbound_configuration_is_refused_at_start(
