@@ -10,7 +10,7 @@ a stage would publish a second message, and a stage that died between the two wo
 entry with no message anywhere until its deadline.
 
 The stores know Redis, not Celery: the stage builds the message (workers/stages/base.py
-`onward`) and a store only passes its parts to its script.
+`Onwards.message`) and a store only passes its parts to its script.
 """
 
 from __future__ import annotations
