@@ -247,6 +247,9 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("stages", 4, ("workers.stages",)),
     # A seat's coordination tools (issue 13): over the stores and the stages they feed.
     ("tools", 5, ("workers.tools",)),
+    # What an operator reads of a running deployment (workers/status.py): over the stores
+    # and the recovery's leader lease, read by the ingress's metrics and the CLI.
+    ("status", 5, ("workers.status",)),
     ("ingress", 6, ("workers.ingress",)),
     (
         "runtime",
@@ -265,6 +268,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.controller_demo",
             "workers.token_cli",
             "workers.tools_demo",
+            "workers.ops_cli",
         ),
     ),
 )

@@ -487,6 +487,15 @@ def _token_commands() -> None:
 _token_commands()
 
 
+def _ops_commands() -> None:
+    from workers.ops_cli import register
+
+    register(cli)
+
+
+_ops_commands()
+
+
 def _mcp_command() -> None:
     from workers.mcp_cli import mcp_command
 

@@ -74,6 +74,12 @@ class Stage:
         return self.cadence is not None
 
     @property
+    def tick(self) -> str | None:
+        """A beat stage's tick name (`sweep`, `steward`, `controller`): its cadence setting's
+        stem, under which its last finish is kept (workers/stores/ticks.py)."""
+        return None if self.cadence is None else self.cadence.removesuffix("_interval_s")
+
+    @property
     def journaled(self) -> bool:
         """A stage of the journal pipeline: its messages carry an entry's tracking id, and the
         sweeper and the dead-letter queue know its states (a turn's are the seat's record's)."""

@@ -45,6 +45,7 @@ from workers.ingress.http import (
     unsupported_media,
     validated,
 )
+from workers.status import work_status
 from workers.stores.inbox import AckBeyondLast
 
 bearer = HTTPBearer(
@@ -137,27 +138,10 @@ async def ack_updates(seat: str, request: Request, deps: Deps) -> Response:
 @router.get("/work/{tracking_id}")
 async def get_work(tracking_id: str, deps: Deps) -> Response:
     """Where one reported piece of work stands: its state, decision and send."""
-    entry = await run_in_threadpool(deps.container.journal.get, tracking_id)
-    op = await run_in_threadpool(deps.container.ledger.op_state, tracking_id)
-    if entry is None:
+    found = await run_in_threadpool(work_status, deps.container, tracking_id)
+    if found is None:
         return problem(404, "unknown_tracking_id", f"nothing was accepted as {tracking_id}")
-    send = {
-        k: op[k]
-        for k in ("state", "attempt", "idempotencyId", "messageId", "channelId")
-        if op.get(k)
-    }
-    return JSONResponse(
-        {
-            "trackingId": tracking_id,
-            "state": entry.get("state"),
-            "seatId": entry.get("seatId"),
-            "acceptedAtMs": int(entry.get("acceptedAtMs", 0)),
-            "decision": entry.get("decision"),
-            "send": send or None,
-            "failedStage": entry.get("failedStage"),
-            "error": entry.get("error"),
-        }
-    )
+    return JSONResponse(found.to_wire())
 
 
 @router.get("/ledger")

@@ -42,6 +42,7 @@ from workers.recovery.leader import admit_tick
 from workers.stores.dlq import Delivery
 from workers.stores.journal import postpone
 from workers.stores.onward import Onward
+from workers.stores.ticks import Ticks
 
 log = logging.getLogger("seatwire.tasks")
 
@@ -336,6 +337,8 @@ def register_beat(
     stage = BY_TASK[task]
     if not stage.beat:
         raise ValueError(f"{task.value} is a pipeline stage: register it with register_stage")
+    tick = stage.tick
+    assert tick is not None  # every beat stage has a cadence
 
     def body(self: StageTask, fence: int | None = None) -> None:
         refused = admit_tick(self.deps().redis, fence, in_process=bool(self.request.is_eager))
@@ -343,6 +346,7 @@ def register_beat(
             log.warning("%s tick refused: %s", task.value, refused)
             return
         run(self, fence)
+        Ticks(self.deps().redis).mark(tick, now_ms())
 
     _register(app, stage.task, deps, body, BEAT_TASK_OPTIONS)
 

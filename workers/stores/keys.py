@@ -26,6 +26,9 @@ PARKED_MESSAGES = f"{PREFIX}park:msg"  # hash taskId -> the parked message and w
 BEAT_LEADER = f"{PREFIX}beat:leader"
 BEAT_EPOCH = f"{PREFIX}beat:epoch"
 BEAT_TERMS = f"{PREFIX}beat:terms"
+# Hash of each beat-driven tick's last finish (tick name -> ms): `seatwire status` and the
+# `seatwire_last_tick_timestamp_seconds` metric read it, so a beat that stopped is seen.
+TICKS = f"{PREFIX}ticks"
 
 
 def journal(tracking_id: str) -> str:

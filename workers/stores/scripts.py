@@ -58,6 +58,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "seat_run_commit": (),
     "stage_give_up": ("dead_letter",),
     "sweep_claim": ("dead_letter",),
+    "tick_mark": (),
     "unpark_due": (),
     "work_observe": (),
 }

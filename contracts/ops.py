@@ -1,0 +1,62 @@
+"""What an operator reads about a running deployment: the cluster's figures (`seatwire
+status`, the scrape-time metrics) and where one piece of reported work stands (`seatwire
+work`, `GET /v1/work/{trackingId}`). Pure data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts._base import Wire
+
+
+class WorkerSeen(Wire):
+    """A Celery worker that answered `inspect active_queues`, and the queues it consumes."""
+
+    name: str
+    queues: tuple[str, ...]
+
+
+class ClusterStatus(Wire):
+    """The deployment at `at_ms`, as Redis and the broker hold it.
+
+    `queues`: messages waiting on the broker per stage-table queue. `journal_overdue`: open
+    entries past their deadline (the sweeper's work). `ticks`: when each beat-driven tick
+    (`sweep`, `steward`, `controller`) last finished; a tick never run is absent. `workers`
+    is None when the workers were not asked (the metrics scrape does not ask them: each
+    worker is its own scrape target), and empty when they were asked and none answered.
+    """
+
+    at_ms: int
+    queues: dict[str, int]
+    dlq: int
+    journal_open: int
+    journal_overdue: int
+    journal_failed: int
+    parked: int
+    beat_leader: str | None
+    beat_token: int | None
+    ticks: dict[str, int]
+    workers: tuple[WorkerSeen, ...] | None = None
+
+
+class WorkSend(Wire):
+    """The send of one piece of work, as far as it got."""
+
+    state: str | None = None
+    attempt: int | None = None
+    idempotency_id: str | None = None
+    message_id: str | None = None
+    channel_id: str | None = None
+
+
+class WorkStatus(Wire):
+    """Where one reported piece of work stands: its journal state, decision and send."""
+
+    tracking_id: str
+    state: str | None
+    seat_id: str | None
+    accepted_at_ms: int
+    decision: dict[str, Any] | None = None
+    send: WorkSend | None = None
+    failed_stage: str | None = None
+    error: str | None = None
