@@ -12,6 +12,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+# A JSON schema pattern for a string with something in it besides the whitespace Python's
+# `str.strip()` removes: what a contract's "must not be blank" validator refuses, said in
+# its schema (the OpenAPI document). Documentation only; the validator decides.
+NOT_BLANK = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+
 
 class Wire(BaseModel):
     model_config = ConfigDict(

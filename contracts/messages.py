@@ -31,14 +31,18 @@ class WorkEnvelope(Wire):
 class DecisionEnvelope(Wire):
     tracking_id: str
     seat_id: str
+    # When the ingress accepted the work, carried on for the accept-to-final latency;
+    # None on a message that predates it.
+    accepted_at_ms: int | None = None
     decision: EngagementDecision
 
 
 class ReservedEnvelope(Wire):
     tracking_id: str
     seat_id: str
+    accepted_at_ms: int | None = None
     decision: EngagementDecision
-    verdict: GuardrailVerdict
+    verdict: GuardrailVerdict  # last: guard_reserve.lua writes its attempt in at the end
 
 
 class OutboundAsk(Wire):

@@ -37,7 +37,7 @@ one key is read by its camelCase one (pydantic's rule; the seed would take the s
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, TypeVar, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BeforeValidator, Field, PlainValidator
 
@@ -116,18 +116,36 @@ def _cost_micros(value: object) -> int | None:
     return None if value is None else parse_cost_micros(value)
 
 
+# What a cost amount may be as it comes, for the JSON schema of a frame a client sends (the
+# OpenAPI document): an integer in bounds, a decimal string of one (at most 32 characters), or
+# null. A whole float (`1.0`) is refused too, which no JSON schema can say.
+CostMicrosIn = (
+    Annotated[int, Field(ge=0, lt=MICROS_BOUND)]
+    | Annotated[str, Field(pattern=r"^(?:-0{1,31}|0{0,17}[0-9]{1,15})$")]
+    | None
+)
+
 # Pydantic names the field in the error (its loc is the camelCase key), so the message need not.
 Micros = Annotated[int, PlainValidator(_micros)]
-CostMicros = Annotated[int | None, PlainValidator(_cost_micros)]
+CostMicros = Annotated[
+    int | None, PlainValidator(_cost_micros, json_schema_input_type=CostMicrosIn)
+]
+# A pinned word, read as None when it is any other value (so any JSON value is taken).
+EnforcementIn = Annotated[
+    Enforcement | None, BeforeValidator(read_enforcement, json_schema_input_type=Any)
+]
+QuotaSourceIn = Annotated[
+    QuotaSource | None, BeforeValidator(read_quota_source, json_schema_input_type=Any)
+]
 
 
 class CostFrame(Wire):
     """One turn's cost; only `enforcement == "on"` moved money, a shadow cost never did."""
 
     cost_micros: CostMicros = None
-    enforcement: Annotated[Enforcement | None, BeforeValidator(read_enforcement)] = None
+    enforcement: EnforcementIn = None
     shadow_cost_micros: CostMicros = None
-    quota_source: Annotated[QuotaSource | None, BeforeValidator(read_quota_source)] = None
+    quota_source: QuotaSourceIn = None
     seat_id: str | None = None
     objective: str | None = None
     at_ms: int = Field(strict=True, ge=0)

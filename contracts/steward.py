@@ -44,7 +44,7 @@ from pydantic import (
     model_validator,
 )
 
-from contracts._base import StrictWire, Wire
+from contracts._base import NOT_BLANK, StrictWire, Wire
 from contracts.goals import (
     Admission,
     AdmissionCheck,
@@ -181,11 +181,16 @@ class Override(Wire):
 class OverrideRequest(StrictWire):
     """`POST /v1/steward/overrides`: push candidate (a title) of objective past `gates`."""
 
-    objective: StrictStr = Field(min_length=1)
-    candidate: StrictStr = Field(min_length=1)
-    by: StrictStr = Field(min_length=1)
-    reason: StrictStr = Field(min_length=1, max_length=MAX_OVERRIDE_REASON)
-    gates: tuple[OverridableGate, ...] = OVERRIDABLE_GATES
+    # The schema says what the validators below refuse (a blank string, no gate).
+    objective: StrictStr = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
+    candidate: StrictStr = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
+    by: StrictStr = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
+    reason: StrictStr = Field(
+        min_length=1, max_length=MAX_OVERRIDE_REASON, json_schema_extra={"pattern": NOT_BLANK}
+    )
+    gates: tuple[OverridableGate, ...] = Field(
+        default=OVERRIDABLE_GATES, json_schema_extra={"minItems": 1}
+    )
 
     _gates = field_validator("gates")(_gate_set)
 

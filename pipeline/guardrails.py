@@ -56,6 +56,10 @@ def _minutes(ms: int) -> str:
     return f"{ms / 60_000:.0f} min"
 
 
+def _ago(ms: int) -> str:
+    return "less than a minute ago" if ms < 30_000 else f"{_minutes(ms)} ago"
+
+
 @dataclass(frozen=True, slots=True)
 class Tally:
     """The counts the limits are judged on. The Redis script produces the same tally."""
@@ -132,7 +136,7 @@ def judge(
     if last is not None and last > now_ms - limits.reengage_after_ms:
         return refuse(
             "already_engaged",
-            f"this exact ask went out {_minutes(now_ms - last)} ago; the re-engage window "
+            f"this exact ask went out {_ago(now_ms - last)}; the re-engage window "
             f"is {_minutes(limits.reengage_after_ms)}",
         )
     if t.same_key >= limits.max_attempts_per_ask:

@@ -205,7 +205,7 @@ def _targets(
     ask: OutboundAsk, people: Sequence[str], members: Mapping[str, Member]
 ) -> Refusal | None:
     if not people and ask.surface in _OPENS_FOR_PEOPLE:
-        return "no_target", f"a {ask.surface} that reaches nobody cannot be opened"
+        return "no_target", f"surface {ask.surface} reaches nobody, so it cannot be opened"
     refused: list[str] = []
     for mid in people:
         member = members.get(mid)
@@ -235,7 +235,7 @@ def _where(ask: OutboundAsk, policy: SendPolicy) -> Refusal | None:
         return "new_room_not_allowed", "creating rooms is switched off by the send policy"
     if surface in _EXISTING:
         if not channel:
-            return "no_channel", f"a {surface} needs a channel id and this ask has none"
+            return "no_channel", f"surface {surface} needs a channel id and this ask has none"
         allowed = policy.allowed_channel_ids
         if allowed is not None and channel not in allowed:
             return "channel_not_allowed", f"channel {channel} is not on the allow list"

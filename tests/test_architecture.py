@@ -237,6 +237,9 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
         ),
     ),
     ("config", 1, ("workers.settings", "workers.org")),
+    # This process's Prometheus figures (issue 15): prometheus_client only, so every room
+    # above may record where things happen.
+    ("telemetry", 1, ("workers.telemetry",)),
     # Redis and the wire: the stores know Redis only, the adapters their providers only,
     # the broker Celery only. None of the three knows another.
     ("stores", 2, ("workers.stores",)),
@@ -268,7 +271,9 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.controller_demo",
             "workers.token_cli",
             "workers.tools_demo",
+            "workers.demo_view",
             "workers.ops_cli",
+            "workers.healthcheck",
         ),
     ),
 )
@@ -489,12 +494,21 @@ def distributions_of(modules: dict[str, str]) -> dict[str, set[str]]:
     return {m: {d.lower().replace("_", "-") for d in provided.get(m, [])} for m in modules}
 
 
+# Runtime dependencies the code never imports because they are run as commands, each with the
+# reason it is in the image anyway.
+COMMAND_LINE_TOOLS: dict[str, str] = {
+    "flower": "`celery -A workers.app flower`: compose's flower service runs it from the "
+    "seatwire image, a Celery subcommand (entry point celery.commands)",
+}
+
+
 def test_every_runtime_import_is_declared_and_every_declared_dependency_is_imported() -> None:
     """What contracts/, pipeline/ and workers/ import from outside the project is a declared
     runtime dependency, and every runtime dependency is imported by them (nothing declared
-    for nothing, nothing working only because something else pulled it in)."""
+    for nothing, nothing working only because something else pulled it in), or is a named
+    command-line tool."""
     imported = third_party_imports(("contracts", "pipeline", "workers"))
-    runtime = {d.replace("_", "-") for d in declared()}
+    runtime = {d.replace("_", "-") for d in declared()} - set(COMMAND_LINE_TOOLS)
     undeclared = [
         f"{where}: imports {module} (from {sorted(dists) or 'nothing installed'})"
         for module, where in imported.items()
@@ -504,6 +518,18 @@ def test_every_runtime_import_is_declared_and_every_declared_dependency_is_impor
     used = set().union(*distributions_of(imported).values())
     unused = sorted(runtime - used)
     assert not unused, f"declared in pyproject.toml and imported nowhere: {unused}"
+
+
+def test_each_command_line_tool_is_declared_and_ships_a_command() -> None:
+    """Every allowlisted tool is a declared runtime dependency that installs a command (a
+    console script or a Celery subcommand), so the allowlist cannot hide a library."""
+    from importlib.metadata import distribution
+
+    runtime = {d.replace("_", "-") for d in declared()}
+    for name in COMMAND_LINE_TOOLS:
+        assert name in runtime, f"{name} is allowlisted but not a runtime dependency"
+        groups = {ep.group for ep in distribution(name).entry_points}
+        assert groups & {"console_scripts", "celery.commands"}, f"{name} installs no command"
 
 
 def test_the_test_and_bench_imports_are_declared_too() -> None:

@@ -3,17 +3,25 @@ registered on it, each handed the container it works with.
 
 `create_app` builds an app for given settings without connecting anywhere; the workers, the
 ingress and the embedded mode each build their own. `register=False` gives an app that only
-publishes (the ingress, the CLI, the benchmarks).
+publishes (the ingress, the CLI, the benchmarks). A worker's app with SEATWIRE_METRICS_PORT
+set serves its figures there once its worker starts (`serve_metrics`).
 """
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from celery import Celery
+from celery.concurrency import get_implementation
+from celery.concurrency.prefork import TaskPool as PreforkPool
+from celery.signals import worker_init, worker_process_shutdown, worker_shutdown
 
 from workers.bootstrap import Container, Provider
 from workers.broker import new_app
 from workers.settings import Settings
 from workers.stages import register_tasks
+from workers.telemetry.serve import MetricsServer, process_exited, serve
 
 
 def create_app(
@@ -21,7 +29,7 @@ def create_app(
 ) -> Celery:
     """An app for `settings`; with `register`, every stage of the stage table registered on
     it, working with `container` when given, else with one built in each process on first
-    use (`Provider`)."""
+    use (`Provider`), and its metrics served once its worker starts."""
     app = new_app(settings)
     if register:
         provider = (
@@ -30,4 +38,48 @@ def create_app(
             else Provider.from_settings(settings, app=app)
         )
         register_tasks(app, provider)
+        if container is None:
+            serve_metrics(app, settings)
     return app
+
+
+def serve_metrics(app: Celery, settings: Settings) -> None:
+    """With SEATWIRE_METRICS_PORT set, the worker that runs `app` (`seatwire worker`, and
+    `seatwire beat`'s own) serves its figures there from its start until it stops
+    (workers/telemetry/serve.py): a prefork pool's children in multiprocess mode, set up
+    before the pool forks them; a solo or threads pool's process as it is. Nothing else that
+    builds an app (a CLI command in the same container, say) binds the port. A port that
+    cannot be bound stops the worker at its start (exit code 2), naming the port."""
+    port = settings.metrics_port
+    if port is None:
+        return
+    running: list[MetricsServer] = []
+
+    def start(sender: Any, **_: Any) -> None:
+        if sender.app is not app:
+            return
+        forked = issubclass(get_implementation(sender.pool_cls), PreforkPool)
+        try:
+            running.append(serve(port, settings.metrics_host, forked=forked))
+        except OSError as exc:
+            # Celery logs and swallows an Exception from a signal handler: this stops it, with
+            # the exit code of every refusal at start.
+            print(
+                f"cannot serve metrics on {settings.metrics_host}:{port} "
+                f"(SEATWIRE_METRICS_PORT): {exc}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2) from exc
+
+    def stop(sender: Any, **_: Any) -> None:
+        if sender.app is app:
+            while running:
+                running.pop().stop()
+
+    def exited(pid: int, **_: Any) -> None:  # sent in the pool process itself, as it exits
+        process_exited(pid)
+
+    uid = f"seatwire.metrics.{id(app)}"
+    worker_init.connect(start, weak=False, dispatch_uid=uid)
+    worker_shutdown.connect(stop, weak=False, dispatch_uid=uid)
+    worker_process_shutdown.connect(exited, weak=False, dispatch_uid=uid)

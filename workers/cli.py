@@ -18,7 +18,7 @@ from rich.console import Console
 
 from workers.errors import ConfigError
 from workers.queues import WORKER_QUEUES, Queue
-from workers.settings import Settings, load_settings, masked
+from workers.settings import Settings, load_settings, masked, scrubbed
 
 if TYPE_CHECKING:
     import redis
@@ -35,6 +35,8 @@ cli = typer.Typer(
     help="Seatwire: AI agent seats that engage the right person, exactly once.",
 )
 console = Console()
+# Refusals go to stderr: stdout is for what a command was asked for (`demo --json`, ...).
+errors = Console(stderr=True)
 
 
 class Pool(StrEnum):
@@ -73,7 +75,7 @@ def _root(
 
 def _refuse(message: object) -> NoReturn:
     """Stop at start with a clear reason: bad configuration never waits for the first report."""
-    console.print(f"[red]configuration error:[/red] {message}")
+    errors.print(f"[red]configuration error:[/red] {message}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -94,6 +96,8 @@ def up(
     from workers.embedded import EmbeddedSystem
 
     settings = _settings()
+    if not settings.embedded:
+        _check_reachable(settings)
     system = EmbeddedSystem(settings)
     try:
         api = system.start()
@@ -121,11 +125,15 @@ def up(
 
 
 @cli.command()
-def demo() -> None:
+def demo(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print one JSON document: every case, the summary")
+    ] = False,
+) -> None:
     """Push the bundled scenario through Seatwire over HTTP and show every decision."""
     from workers.demo import run_demo
 
-    raise typer.Exit(run_demo(_settings(), console))
+    raise typer.Exit(run_demo(_settings(), console, as_json=as_json))
 
 
 def _queue_names(queues: str) -> list[str]:
@@ -140,19 +148,45 @@ def _queue_names(queues: str) -> list[str]:
     return names
 
 
+def _unreachable(what: str, url: str | None, exc: Exception) -> NoReturn:
+    errors.print(
+        f"[red]cannot reach {what} at {masked(url)}:[/red] {scrubbed(exc, url)}", soft_wrap=True
+    )
+    raise typer.Exit(2) from exc
+
+
+def _check_reachable(settings: Settings) -> None:
+    """Refuse to start against a Redis (or a separate broker) that does not answer: a
+    process that starts anyway only fails at its first event, in a log nobody reads yet."""
+    from kombu.connection import Connection
+
+    from workers import bootstrap
+
+    if settings.redis_url is not None:
+        try:
+            bootstrap.redis_client(settings.redis_url).ping()
+        except Exception as exc:
+            _unreachable("Redis", settings.redis_url, exc)
+    if settings.broker_url is not None and settings.broker_url != settings.redis_url:
+        try:
+            # kombu ships py.typed, but Connection.__init__ carries no annotations.
+            broker = Connection(settings.broker_url, connect_timeout=2)  # type: ignore[no-untyped-call]
+            with broker as conn:
+                conn.ensure_connection(max_retries=1, timeout=2)
+        except Exception as exc:
+            _unreachable("the broker", settings.broker_url, exc)
+
+
 def _check_worker(settings: Settings, *, sends: bool) -> None:
     """Refuse to start a worker that could only fail at its first task: no Redis, or (for a
     send worker) a missing or wrong token or an API nobody answers at."""
     from workers import bootstrap
 
+    _check_reachable(settings)
     try:
         container = bootstrap.build_container(settings)
-        container.redis.ping()
     except ConfigError as exc:
         _refuse(exc)
-    except Exception as exc:
-        console.print(f"[red]cannot reach Redis at {masked(settings.redis_url)}:[/red] {exc}")
-        raise typer.Exit(2) from exc
     if sends:
         try:
             where = container.outbound.check()
@@ -309,8 +343,7 @@ def _beat_redis(settings: Settings) -> redis.Redis:
     except ConfigError as exc:
         _refuse(exc)
     except Exception as exc:
-        console.print(f"[red]cannot reach Redis at {masked(settings.redis_url)}:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _unreachable("Redis", settings.redis_url, exc)
     return client
 
 
@@ -402,17 +435,6 @@ def _dead_letters() -> tuple[Settings, DeadLetters]:
     return settings, DeadLetters(client, max_deliveries=settings.max_deliveries)
 
 
-def _age(ms: int) -> str:
-    s = max(0, ms // 1000)
-    if s < 60:
-        return f"{s}s"
-    if s < 3_600:
-        return f"{s // 60}m {s % 60}s"
-    if s < 86_400:
-        return f"{s // 3_600}h {s % 3_600 // 60}m"
-    return f"{s // 86_400}d {s % 86_400 // 3_600}h"
-
-
 @dlq.command("list")
 def dlq_list(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
@@ -422,6 +444,7 @@ def dlq_list(
     from rich.table import Table
 
     from workers.bootstrap import now_ms
+    from workers.ops_cli import age
 
     _, letters = _dead_letters()
     found = letters.list(limit)
@@ -436,9 +459,7 @@ def dlq_list(
         table.add_column(column, overflow="fold", no_wrap=column in ("stage", "reason"))
     now = now_ms()
     for x in found:
-        table.add_row(
-            x.id, x.tracking_id, x.stage, x.reason, str(x.deliveries), _age(now - x.at_ms)
-        )
+        table.add_row(x.id, x.tracking_id, x.stage, x.reason, str(x.deliveries), age(now - x.at_ms))
     console.print(table)
 
 
@@ -453,7 +474,7 @@ def dlq_replay(dlq_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     app = create_app(settings, register=False)
     done = replay(letters, dlq_id, app, deadline_ms=settings.journal_deadline_ms, now_ms=now_ms())
     if done.verb in ("unknown", "missing", "nomessage"):
-        console.print(f"[red]cannot replay:[/red] {done.detail}")
+        errors.print(f"[red]cannot replay:[/red] {done.detail}")
         raise typer.Exit(2)
     console.print(("replayed: " if done.verb == "ok" else "nothing to do: ") + done.detail)
 

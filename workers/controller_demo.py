@@ -21,18 +21,17 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 from celery import Celery
-from rich.console import Console
-from rich.table import Table
 
 from pipeline.signatures import slack_headers
 from workers.container import Container
+from workers.demo_view import Case, Check, Field, Section, plural
 from workers.outbound.file import read_outbox
 from workers.stages.controller_tick import ControllerTick
 
@@ -112,20 +111,19 @@ def run_controller_demo(
     http: httpx.Client,
     container: Container,
     app: Celery,
-    console: Console,
     *,
     slack_secret: str,
     wait_resolved: Poll,
     wait_final: Callable[[httpx.Client, str], dict[str, Any]],
     seat_headers: SeatHeaders,
-) -> int:
-    """Drive the cases; print what each seat did; 1 per case that ended otherwise."""
+) -> Section:
+    """Drive the cases; what each seat did, checked against what it must end as."""
     add_failing_seat(container.settings.org_file)
-    # The escalation is in the table below; its log line (for operators) would not fit it.
+    # The escalation is in relay's case; its log line (for operators) would interleave it.
     logging.getLogger("seatwire.turns").setLevel(logging.ERROR)
     seats = [s.member_id for s in container.org.current()[0].org.seats]
     tick = ControllerTick.of(container, app)
-    for seat in seats:  # their agents read the inboxes shown above
+    for seat in seats:  # their agents read the inboxes the stream filled
         _acknowledge(http, seat, seat_headers)
     tick()  # every seat's first turn
     first = settled(http, seats)
@@ -140,56 +138,89 @@ def run_controller_demo(
     final = wait_final(http, escalation["trackingId"]) if escalation.get("trackingId") else {}
     outbox = read_outbox(container.settings.outbox_path)
     asks = [a for a in outbox if a.get("workId") == "seat-turns:relay"]
-    cases = [
-        (
+    cases = (
+        seat_case(
             "scout",
-            "a directed Slack message",
+            "a directed Slack message (signed, over HTTP)",
             "1 turn (notices), ok",
             ", ".join(f"1 turn ({t['reason']}), {t['outcome']['kind']}" for t in scout_turns)
             if len(scout_turns) == 1
             else f"{len(scout_turns)} turns",
+            reason=",".join(str(t["reason"]) for t in scout_turns) or "none",
+            status=scout,
+            turns=scout_turns,
         ),
-        ("tally", "nothing new for it", "wait: idle", _decision(tally)),
-        (
+        seat_case("tally", "nothing new for it", "wait: idle", _decision(tally), status=tally),
+        seat_case(
             "relay",
-            "its launcher exits 2",
+            "its command launcher exits 2 every time",
             "3 failures; stop: failure_limit; 1 ask to ava",
             f"{len(relay['turns'])} failures; {_decision(relay)}; "
             f"{len(asks)} ask to {escalation.get('targetId') or 'nobody'}"
             f"{'' if final.get('state') == 'engaged' else ' (' + str(final.get('state')) + ')'}",
+            status=relay,
+            turns=relay["turns"][::-1],
+            escalation=_escalation_lines(escalation, asks),
         ),
-    ]
-    failures = checked_cases(
-        console, "The work controller: when each seat's turn runs", ("seat", "given"), cases
     )
+    ran = ", ".join(f"{c.subject} {c.value('reasonCode')}" for c in cases)
+    return Section(
+        key="controller",
+        label="work controller",
+        title="The work controller: when each seat's turn runs",
+        intro="The sample org's two seats and relay, a seat whose launcher always fails, with "
+        "the controller ticked by hand so that every step is seen.",
+        cases=cases,
+        summary=f"{plural(len(cases), 'seat')}, by reason code: {ran}",
+        counts=(
+            ("seats", len(cases)),
+            ("scoutTurns", len(scout_turns)),
+            ("relayFailures", len(relay["turns"])),
+            ("escalations", len(asks)),
+        ),
+        notes=(
+            "Each seat's decision, streak and last turns: GET /v1/seats/{seat}/status, or, "
+            "against a Redis, `uv run seatwire seat status SEAT`.",
+        ),
+    )
+
+
+def seat_case(
+    seat: str,
+    given: str,
+    expected: str,
+    got: str,
+    *,
+    status: dict[str, Any],
+    reason: str | None = None,
+    turns: Sequence[dict[str, Any]] = (),
+    escalation: tuple[str, ...] = (),
+) -> Case:
+    """A seat's case: what it was given, its last decision and turns, and the check."""
+    d = status["lastDecision"] or {}
+    fields = (
+        Field("outcome", "outcome", got),
+        Field("reasonCode", "reason code", reason or str(d.get("reason"))),
+        Field("decision", "last decision", f"{d.get('action')} ({d.get('reason')})"),
+    )
+    why = tuple(
+        f"turn {t['turnId']} ({t['reason']}): {t['outcome']['kind']}, {t['outcome']['detail']}"
+        for t in turns
+    )
+    return Case(given, fields, Check.of(expected, got), (*why, *escalation), subject=seat)
+
+
+def _escalation_lines(escalation: dict[str, Any], asks: list[dict[str, Any]]) -> tuple[str, ...]:
+    if not escalation:
+        return ()
+    lines = [
+        f"escalated to {escalation.get('targetId') or 'nobody'} after "
+        f"{plural(int(escalation.get('streak') or 0), 'identical failure')}"
+    ]
     if asks:
         first_line = str(asks[0].get("body", "")).splitlines()[0].strip("*")
-        console.print(f"The ask to Ava begins: {first_line}", soft_wrap=False)
-    console.print(
-        "Each seat's decision, streak and last turns: GET /v1/seats/{seat}/status, or "
-        "`seatwire seat status SEAT` against a Redis."
-    )
-    return failures
-
-
-def checked_cases(
-    console: Console,
-    title: str,
-    given: tuple[str, str],
-    cases: list[tuple[str, str, str, str]],
-) -> int:
-    """A table of cases (two columns saying what was given, then expected, got and the
-    check); how many ended otherwise than expected."""
-    table = Table(title=title, show_lines=True)
-    for col in (*given, "expected", "got", "check"):
-        table.add_column(col, overflow="fold")
-    failures = 0
-    for first, second, expected, got in cases:
-        ok = got == expected
-        failures += 0 if ok else 1
-        table.add_row(first, second, expected, got, "ok" if ok else "[red]UNEXPECTED[/red]")
-    console.print(table)
-    return failures
+        lines.append(f"the ask begins: {first_line}")
+    return tuple(lines)
 
 
 def _acknowledge(http: httpx.Client, seat: str, seat_headers: SeatHeaders) -> None:

@@ -1,12 +1,11 @@
-"""`seatwire demo`: the bundled scenario pushed over HTTP through a running Seatwire, then a
-table of every decision and the outbox, checked against what each case must end as; then the
-bundled Slack and GitHub stream, signed and posted as those services send it, with the seat
-each event reached and why every other seat found it ambient; then the goal steward over the
-sample org's objectives (workers/steward_demo.py); then the work controller, ticked by hand:
-one turn for a directed message, a quiet seat idle, a failing launcher escalating to its
-operator (workers/controller_demo.py); then two seats through the MCP client: a claim the
-other cannot take, a thread between them, a runnable work intent the controller runs
-(workers/tools_demo.py)."""
+"""`seatwire demo`: the bundled scenario pushed over HTTP through a running Seatwire, every
+decision checked against what its case must end as, and the outbox against the engaged asks;
+then the bundled Slack and GitHub stream, signed and posted as those services send it, with
+the seat each event reached and why every other seat found it ambient; then the goal steward
+over the sample org's objectives (workers/steward_demo.py); then the work controller, ticked
+by hand (workers/controller_demo.py); then two seats through the MCP client
+(workers/tools_demo.py). Each part is a `Section` of cases, shown as it ends in the text view
+or gathered into one JSON document (workers/demo_view.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ import contextlib
 import copy
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,24 @@ import httpx
 import yaml
 from pydantic import SecretStr
 from rich.console import Console
-from rich.table import Table
 
 from pipeline.signatures import github_headers, slack_headers
 from workers.clock import now_ms
 from workers.container import Container
 from workers.controller_demo import run_controller_demo
+from workers.demo_view import (
+    Case,
+    Check,
+    DemoReport,
+    Field,
+    Finding,
+    NextStep,
+    Quiet,
+    Section,
+    TextView,
+    View,
+    plural,
+)
 from workers.embedded import EmbeddedSystem, free_port
 from workers.outbound.file import read_outbox
 from workers.settings import (
@@ -117,7 +129,40 @@ class SeatTokens:
         self.issued.clear()
 
 
-def run_demo(settings: Settings, console: Console) -> int:
+NEXT_STEPS = (
+    NextStep(("uv run seatwire demo --json",), "this run as one JSON document, for machines"),
+    NextStep(
+        ("uv run seatwire up",),
+        "the same system, left running on :8080 (embedded unless SEATWIRE_REDIS_URL is set); "
+        "it prints the operator token and each seat's token",
+    ),
+    NextStep(
+        (
+            "curl -s -H 'Authorization: Bearer seatwire-embedded-dev-token'",
+            "localhost:8080/v1/seats/scout/status",
+        ),
+        "against `seatwire up` (embedded): scout's controller, streak and last turns",
+    ),
+    NextStep(("uv run seatwire --help",), "every command: workers, beat, steward, seats, tokens"),
+)
+OUTCOME_WORDS = {"engaged": "engaged", "nobody": "nobody", "refused": "refused by a guardrail"}
+
+
+def run_demo(settings: Settings, console: Console, *, as_json: bool = False) -> int:
+    """Run every part and show it: the text view part by part as each ends, or (`as_json`)
+    one JSON document at the end and nothing else. The exit status: 1 if a check failed."""
+    view = None if as_json else TextView(console)
+    report = collect_demo(settings, view or Quiet())
+    if view is None:
+        console.out(json.dumps(report.json(), indent=2), highlight=False)
+    else:
+        view.summary(report)
+    return report.exit_code
+
+
+def collect_demo(settings: Settings, view: View) -> DemoReport:
+    """Start Seatwire embedded (or on the configured Redis), drive every part of the demo
+    through it over HTTP, and gather what each case ended as; `view` sees each part end."""
     outbox = Path(".seatwire/demo/outbox.jsonl")
     outbox.parent.mkdir(parents=True, exist_ok=True)
     outbox.unlink(missing_ok=True)
@@ -146,116 +191,178 @@ def run_demo(settings: Settings, console: Console) -> int:
         if settings.embedded
         else f"Redis at {masked(settings.redis_url)}"
     )
-    console.print(f"[bold]Seatwire demo[/bold] — {mode}; ingress on {base}")
+    view.header(mode, base)
     steps = _steps(yaml.safe_load(SCENARIO.read_text()), suffix)
-    results = []
-    assert system.container is not None
-    seat_tokens = SeatTokens(system.container)
+    sections: list[Section] = []
+
+    def done(section: Section) -> None:
+        sections.append(section)
+        view.section(section)
+
+    assert system.container is not None and system.container.app is not None
+    container, app = system.container, system.container.app
+    seat_tokens = SeatTokens(container)
     try:
         with httpx.Client(
             base_url=base, timeout=10, headers={"Authorization": f"Bearer {settings.token()}"}
         ) as http:
-            for step in steps:
-                resp = http.post(
-                    f"/v1/seats/{step['seat']}/work",
-                    json=step["report"],
-                    headers=seat_tokens.headers(step["seat"]),
+            done(work_section(_post_work(http, steps, seat_tokens.headers), outbox))
+            done(replay_inbound(http, settings, seat_tokens.headers))
+            done(
+                run_steward_demo(
+                    http,
+                    container,
+                    app,
+                    now_ms=int(time.time() * 1000),
+                    wait_final=_wait_final,
+                    seat_headers=seat_tokens.headers,
                 )
-                if resp.status_code != 202:
-                    raise RuntimeError(f"{step['name']}: HTTP {resp.status_code} {resp.text}")
-                posted = resp.json()
-                final = _wait_final(http, posted["trackingId"])
-                results.append((step, posted, final))
-            failures = _report_work(console, results, outbox)
-            failures += replay_inbound(http, settings, console, seat_tokens.headers)
-            assert system.container is not None and system.container.app is not None
-            failures += run_steward_demo(
-                http,
-                system.container,
-                system.container.app,
-                console,
-                now_ms=int(time.time() * 1000),
-                wait_final=_wait_final,
-                seat_headers=seat_tokens.headers,
             )
-            failures += run_controller_demo(
-                http,
-                system.container,
-                system.container.app,
-                console,
-                slack_secret=settings.slack_secret() or EMBEDDED_SLACK_SECRET,
-                wait_resolved=_wait_resolved,
-                wait_final=_wait_final,
-                seat_headers=seat_tokens.headers,
+            done(
+                run_controller_demo(
+                    http,
+                    container,
+                    app,
+                    slack_secret=settings.slack_secret() or EMBEDDED_SLACK_SECRET,
+                    wait_resolved=_wait_resolved,
+                    wait_final=_wait_final,
+                    seat_headers=seat_tokens.headers,
+                )
             )
-            failures += run_tools_demo(
-                base, http, system.container, console, headers_for=seat_tokens.headers
-            )
+            done(run_tools_demo(base, http, container, headers_for=seat_tokens.headers))
     finally:
         seat_tokens.revoke()
         system.stop()
-    return 1 if failures else 0
+    return DemoReport(mode, base, tuple(sections), NEXT_STEPS)
 
 
-def _report_work(console: Console, results: list[Any], outbox: Path) -> int:
-
-    table = Table(title="Every decision, written down", show_lines=True)
-    for col in (
-        "#",
-        "case",
-        "seat",
-        "outcome",
-        "trigger",
-        "reason code",
-        "targets (rung)",
-        "surface",
-        "check",
-    ):
-        table.add_column(col, overflow="fold")
-    failures = 0
-    engaged_ids = set()
-    for i, (step, posted, final) in enumerate(results, 1):
-        d = final.get("decision") or {}
-        outcome = (
-            "duplicate (no-op)"
-            if posted["status"] == "duplicate"
-            else ("ENGAGED" if final["state"] == "engaged" else f"nobody ({final['state']})")
+def _post_work(
+    http: httpx.Client, steps: list[dict[str, Any]], seat_headers: Callable[[str], dict[str, str]]
+) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """Each step's report posted as its seat; the answer to the post, and the final entry."""
+    results = []
+    for step in steps:
+        resp = http.post(
+            f"/v1/seats/{step['seat']}/work",
+            json=step["report"],
+            headers=seat_headers(step["seat"]),
         )
-        if final["state"] == "engaged" and posted["status"] != "duplicate":
+        if resp.status_code != 202:
+            raise RuntimeError(f"{step['name']}: HTTP {resp.status_code} {resp.text}")
+        posted = resp.json()
+        results.append((step, posted, _wait_final(http, posted["trackingId"])))
+    return results
+
+
+# ---------------------------------------------------------------------------- work reports
+
+
+def work_section(results: list[Any], outbox: Path) -> Section:
+    """Every scenario case as decided, and whether the outbox holds exactly the engaged asks."""
+    cases: list[Case] = []
+    first_case: dict[str, int] = {}  # tracking id -> the case that decided it
+    engaged_ids: set[str] = set()
+    states: Counter[str] = Counter()
+    refused: list[str] = []
+    for number, (step, posted, final) in enumerate(results, 1):
+        duplicate = posted["status"] == "duplicate"
+        cases.append(_work_case(step, posted, final, first_case.get(posted["trackingId"])))
+        first_case.setdefault(posted["trackingId"], number)
+        states["duplicate" if duplicate else final["state"]] += 1
+        if duplicate:
+            continue
+        if final["state"] == "engaged":
             engaged_ids.add(final["send"]["idempotencyId"])
-        ok = _check(step.get("expect", {}), posted, final)
-        failures += 0 if ok else 1
-        table.add_row(
-            str(i),
-            step["name"],
-            step["seat"],
-            outcome,
-            d.get("trigger") or "-",
-            d.get("reasonCode") or "-",
-            ", ".join(f"{t['memberId']} ({t['rung']})" for t in d.get("targets", [])) or "-",
-            d.get("surface") or "-",
-            "[green]ok[/green]" if ok else "[red]UNEXPECTED[/red]",
-        )
-    console.print(table)
-
+        if final["state"] == "refused":
+            refused.append(str((final.get("decision") or {}).get("reasonCode")))
     lines = read_outbox(outbox)
-    console.print(f"\n[bold]Outbox[/bold] {outbox} — {len(lines)} ask(s)")
-    for rec in lines:
-        console.rule(f"{rec['idempotencyId']} -> {rec['channelId']} ({rec['surface']})")
-        console.print(str(rec["body"]), markup=False)
     outbox_ids = {str(rec["idempotencyId"]) for rec in lines}
-    if outbox_ids != engaged_ids or len(lines) != len(outbox_ids):
-        failures += 1
-        console.print(
-            f"[red]outbox does not hold exactly the engaged asks[/red]: "
-            f"{json.dumps(sorted(outbox_ids))} vs {json.dumps(sorted(engaged_ids))}"
+    exact = outbox_ids == engaged_ids and len(lines) == len(outbox_ids)
+    held = (
+        f"The outbox ({outbox}) holds exactly the {plural(len(engaged_ids), 'engaged ask')}, "
+        "once each"
+        if exact
+        else f"The outbox ({outbox}) holds {plural(len(lines), 'ask')} "
+        f"({', '.join(sorted(outbox_ids)) or 'none'}); the engaged cases sent "
+        f"{', '.join(sorted(engaged_ids)) or 'none'}"
+    )
+    expected = f"exactly the {plural(len(engaged_ids), 'engaged ask')}, once each"
+    parts = [f"{states['engaged']} engaged", f"{states['nobody']} nobody"]
+    if refused:
+        parts.append(f"{states['refused']} refused by a guardrail ({', '.join(refused)})")
+    parts.append(plural(states["duplicate"], "duplicate") + " (no-op)")
+    parts.extend(f"{n} {state}" for state, n in sorted(states.items()) if state not in _TOLD)
+    return Section(
+        key="work",
+        label="work reports",
+        title="Work reports: every decision, written down",
+        intro=f"Each report of {SCENARIO.relative_to(REPO_ROOT)}, posted as its seat to "
+        "POST /v1/seats/{seat}/work and followed to its final state (GET /v1/work/{id}).",
+        cases=tuple(cases),
+        summary=f"{plural(len(cases), 'case')}: {', '.join(parts)}",
+        counts=(("cases", len(cases)), *sorted(states.items()), ("asks", len(lines))),
+        findings=(Finding(held, Check(exact, expected)),),
+        notes=("Each ask's full text is in the outbox file, one JSON line per ask.",),
+    )
+
+
+_TOLD = {"engaged", "nobody", "refused", "duplicate"}
+
+
+def _work_case(
+    step: dict[str, Any], posted: dict[str, Any], final: dict[str, Any], first: int | None
+) -> Case:
+    expect = step.get("expect", {})
+    check = Check(_check(expect, posted, final), _expected_words(expect))
+    d = final.get("decision") or {}
+    if posted["status"] == "duplicate":
+        earlier = f"case {first}" if first else "an earlier report"
+        return Case(
+            step["name"],
+            (
+                Field("outcome", "outcome", "duplicate (no-op)"),
+                Field("reasonCode", "reason code", "duplicate"),
+                Field(
+                    "decidedIn",
+                    "decided in",
+                    f"{earlier} ({final['state']}, {d.get('reasonCode') or 'no reason code'}): "
+                    "nothing is decided or sent again",
+                ),
+            ),
+            check,
+            subject=step["seat"],
         )
-    else:
-        console.print(
-            f"\n[green]The outbox holds exactly the {len(engaged_ids)} engaged asks, "
-            "once each.[/green]"
-        )
-    return 1 if failures else 0
+    fields = [
+        Field("outcome", "outcome", OUTCOME_WORDS.get(final["state"], final["state"])),
+        Field("reasonCode", "reason code", d.get("reasonCode") or "-"),
+        Field("trigger", "trigger", d.get("trigger") or "none fired"),
+        Field(
+            "targets",
+            "targets (rung)",
+            tuple(f"{t['memberId']} ({t['rung']})" for t in d.get("targets", ())) or ("nobody",),
+        ),
+        Field("surface", "surface", d.get("surface") or "none"),
+    ]
+    send = final.get("send") or {}
+    if final["state"] == "engaged" and send:
+        fields.append(Field("sent", "sent", f"{send['idempotencyId']} to {send['channelId']}"))
+        headline = str(d.get("body") or "").splitlines()[:1]
+        if headline:
+            fields.append(Field("ask", "ask begins", headline[0].replace("**", "")))
+    return Case(step["name"], tuple(fields), check, tuple(d.get("why", ())), step["seat"])
+
+
+def _expected_words(expect: dict[str, Any]) -> str:
+    if expect.get("duplicate"):
+        return "duplicate (no-op)"
+    words = []
+    if "engaged" in expect:
+        words.append("engaged" if expect["engaged"] else "nobody engaged")
+    if "reasonCode" in expect:
+        words.append(f"reason code {expect['reasonCode']}")
+    if "surface" in expect:
+        words.append(f"surface {expect['surface']}")
+    return ", ".join(words) or "any outcome"
 
 
 def _check(expect: dict[str, Any], posted: dict[str, Any], final: dict[str, Any]) -> bool:
@@ -327,22 +434,16 @@ def _wait_resolved(http: httpx.Client, delivery_id: str) -> dict[str, Any]:
 
 
 def replay_inbound(
-    http: httpx.Client,
-    settings: Settings,
-    console: Console,
-    seat_headers: Callable[[str], dict[str, str]],
-) -> int:
-    """Post the bundled stream as Slack and GitHub would, and show where each event went."""
+    http: httpx.Client, settings: Settings, seat_headers: Callable[[str], dict[str, str]]
+) -> Section:
+    """Post the bundled stream as Slack and GitHub would; where each event went, and why."""
     stream: list[dict[str, Any]] = yaml.safe_load(INBOUND.read_text())
     run = int(time.time()) * 10  # fresh ts and delivery ids on a Redis that outlives the run
     slack_secret, github_secret = settings.slack_secret(), settings.github_secret()
     assert slack_secret is not None and github_secret is not None
-    table = Table(
-        title="Inbound events: who was spoken to, and why the rest were not", show_lines=True
-    )
-    for col in ("#", "event", "received", "reached (why)", "ambient for", "check"):
-        table.add_column(col, overflow="fold")
-    failures = 0
+    cases: list[Case] = []
+    first_case: dict[str, int] = {}  # delivery id -> the case that journalled it
+    outcomes: Counter[str] = Counter()
     for i, step in enumerate(stream):
         if "slack" in step:
             path, body, headers = _slack_request(step, stream, i, run, slack_secret)
@@ -355,34 +456,98 @@ def replay_inbound(
             if resp.status_code != 200:
                 raise RuntimeError(f"{step['name']}: HTTP {resp.status_code} {resp.text}")
             answers.append(resp.json())
-        first = answers[0]
-        trace = _wait_resolved(http, first["deliveryId"])
-        reached = [s for s in trace["seats"] if s["directed"]]
-        ambient = [s for s in trace["seats"] if not s["directed"]]
-        if first["status"] == "duplicate":
-            got: Any = "duplicate"
-        elif trace["state"] == "skipped":
-            got = "skipped"
-        else:
-            got = {s["seatId"]: s["reason"] for s in trace["seats"]}
-        ok = got == step["expect"]
-        failures += 0 if ok else 1
-        source = "Slack" if "slack" in step else f"GitHub {step['github']}"
-        table.add_row(
-            str(i + 1),
-            f"{step['name']} [dim]({source})[/dim]",
-            ", ".join(a["status"] for a in answers),
-            "\n".join(f"{s['seatId']}: {s['reason']}, {s['why']}" for s in reached)
-            or (f"skipped: {trace['reason']}" if got == "skipped" else "-"),
-            "\n".join(f"{s['seatId']}: {s['reason']}" for s in ambient) or "-",
-            "[green]ok[/green]" if ok else f"[red]UNEXPECTED[/red] {got}",
-        )
-    console.print(table)
+        delivery = answers[0]["deliveryId"]
+        trace = _wait_resolved(http, delivery)
+        case, outcome = _inbound_case(step, answers, trace, first_case.get(delivery))
+        first_case.setdefault(delivery, i + 1)
+        cases.append(case)
+        outcomes[outcome] += 1
+    inboxes = {}
     for seat in ("scout", "tally"):
         page = http.get(f"/v1/seats/{seat}/updates", headers=seat_headers(seat))
-        page = page.raise_for_status().json()
-        console.print(
-            f"[bold]{seat}[/bold]'s inbox: {len(page['items'])} unacknowledged item(s), "
-            f"acknowledge with position {page['position']}"
+        inboxes[seat] = len(page.raise_for_status().json()["items"])
+    held = [
+        f"{seat}'s inbox held {plural(n, 'unacknowledged item')}" for seat, n in inboxes.items()
+    ]
+    deliveries = sum(step.get("deliveries", 1) for step in stream)
+    return Section(
+        key="inbound",
+        label="inbound events",
+        title="Inbound events: who was spoken to, and why the rest were not",
+        intro=f"The stream of {INBOUND.relative_to(REPO_ROOT)}, signed and posted as Slack and "
+        "GitHub send it (POST /webhooks/slack, /webhooks/github), each followed to where it "
+        "went (GET /v1/trace/{delivery id}). Every seat's verdict is a reason code.",
+        cases=tuple(cases),
+        summary=f"{plural(len(cases), 'event')} in {plural(deliveries, 'delivery', 'deliveries')}:"
+        f" {outcomes['directed']} reached a seat, {outcomes['ambient']} ambient for every seat, "
+        f"{outcomes['skipped']} skipped, {plural(outcomes['duplicate'], 'duplicate')}",
+        counts=(
+            ("events", len(cases)),
+            ("deliveries", deliveries),
+            *sorted(outcomes.items()),
+            *((f"{seat}Inbox", n) for seat, n in inboxes.items()),
+        ),
+        notes=(
+            f"After the stream, {'; '.join(held)}. The work controller's part below reads "
+            "and acknowledges them, as each seat's agent does "
+            "(GET /v1/seats/{seat}/updates, then POST /v1/seats/{seat}/updates/ack). Against a "
+            "Redis, `uv run seatwire seats` shows each seat's unacknowledged inbox.",
+        ),
+    )
+
+
+def _inbound_case(
+    step: dict[str, Any], answers: list[dict[str, Any]], trace: dict[str, Any], first: int | None
+) -> tuple[Case, str]:
+    """One event's case, and what it ended as: directed, ambient, skipped or duplicate."""
+    source = "Slack" if "slack" in step else f"GitHub {step['github']}"
+    received = f"{source}, {plural(len(answers), 'delivery', 'deliveries')}: " + ", ".join(
+        a["status"] for a in answers
+    )
+    fields: list[Field] = []
+    why: tuple[str, ...] = ()
+    if answers[0]["status"] == "duplicate":
+        got: Any = "duplicate"
+        outcome = "duplicate"
+        earlier = f"case {first}" if first else "an earlier delivery"
+        fields += [
+            Field("outcome", "outcome", "duplicate (no-op)"),
+            Field("reasonCode", "reason code", "duplicate"),
+            Field("journalledIn", "journalled in", f"{earlier}: no seat is told twice"),
+        ]
+    elif trace["state"] == "skipped":
+        got = "skipped"
+        outcome = "skipped"
+        fields += [
+            Field("outcome", "outcome", "skipped: journalled, no seat is told"),
+            Field("reasonCode", "reason code", str(trace["reason"])),
+        ]
+        why = (str(trace.get("detail") or trace["reason"]),)
+    else:
+        seats = trace["seats"]
+        got = {s["seatId"]: s["reason"] for s in seats}
+        reached = [s["seatId"] for s in seats if s["directed"]]
+        outcome = "directed" if reached else "ambient"
+        fields += [
+            Field(
+                "outcome",
+                "outcome",
+                f"reached {', '.join(reached)}" if reached else "ambient for every seat",
+            ),
+            Field(
+                "reasonCodes", "reason codes", tuple(f"{s['seatId']}: {s['reason']}" for s in seats)
+            ),
+        ]
+        # A plain `ambient` says all there is; the other verdicts say why.
+        why = tuple(
+            f"{s['seatId']} ({s['reason']}): {s['why']}" for s in seats if s["reason"] != "ambient"
         )
-    return failures
+    fields.append(Field("source", "received", received))
+    check = Check(got == step["expect"], _inbound_expected(step["expect"]))
+    return Case(step["name"], tuple(fields), check, why), outcome
+
+
+def _inbound_expected(expect: Any) -> str:
+    if isinstance(expect, dict):
+        return ", ".join(f"{seat}: {reason}" for seat, reason in expect.items())
+    return str(expect)

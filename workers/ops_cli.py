@@ -49,15 +49,16 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _ago(ms: int) -> str:
+def age(ms: int) -> str:
+    """A duration in ms as a person reads it: `42s`, `3m 5s`, `2h 10m`, `4d 1h`."""
     s = max(0, ms // 1000)
     if s < 60:
-        return f"{s}s ago"
+        return f"{s}s"
     if s < 3_600:
-        return f"{s // 60}m {s % 60}s ago"
+        return f"{s // 60}m {s % 60}s"
     if s < 86_400:
-        return f"{s // 3_600}h {s % 3_600 // 60}m ago"
-    return f"{s // 86_400}d {s % 86_400 // 3_600}h ago"
+        return f"{s // 3_600}h {s % 3_600 // 60}m"
+    return f"{s // 86_400}d {s % 86_400 // 3_600}h"
 
 
 def _dump(wire: Any) -> None:
@@ -101,7 +102,7 @@ def status_lines(s: ClusterStatus, *, where: str, intervals: dict[str, float]) -
             continue
         late = s.at_ms - at > 3 * every_s * 1000
         lines.append(
-            f"{'tick':<13}{tick:<11}{_ago(s.at_ms - at)}"
+            f"{'tick':<13}{tick:<11}{age(s.at_ms - at)} ago"
             + (f" (LATE: every {every_s:g}s)" if late else "")
         )
     return lines

@@ -25,13 +25,55 @@ from pipeline.engagement import Directory, Rooms
 from pipeline.fanout import Roster, RosterSeat, org_snapshot, org_version
 from workers.errors import ConfigError
 
+Loc = tuple[str | int, ...]
 
-def _describe(exc: ValidationError, path: Path) -> str:
-    lines = [f"{path}: the org file is invalid"]
+
+class Lines:
+    """Where each field of the org file is written (1-based lines), for errors that name the
+    line as well as the field. YAML only: a JSON org file's errors name the field alone."""
+
+    def __init__(self, text: str, path: Path) -> None:
+        self.root: yaml.Node | None = None
+        if path.suffix != ".json":
+            try:
+                self.root = yaml.compose(text, Loader=yaml.SafeLoader)
+            except yaml.YAMLError:
+                self.root = None
+
+    def of(self, loc: Loc) -> int | None:
+        node = self.root
+        line = None if node is None else node.start_mark.line + 1
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                node = next(
+                    (
+                        v
+                        for k, v in node.value
+                        if isinstance(k, yaml.ScalarNode) and k.value == part
+                    ),
+                    None,
+                )
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+                node = node.value[part] if 0 <= part < len(node.value) else None
+            else:
+                node = None
+            if node is None:
+                break
+            line = node.start_mark.line + 1
+        return line
+
+
+def _where(path: Path, lines: Lines, loc: Loc) -> str:
+    line = lines.of(loc)
+    field = ".".join(str(p) for p in loc) or "(top level)"
+    return f"{path}:{line}: {field}" if line is not None else f"{path}: {field}"
+
+
+def _describe(exc: ValidationError, path: Path, lines: Lines) -> str:
+    found = [f"{path}: the org file is invalid"]
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"  {where}: {err['msg']}")
-    return "\n".join(lines)
+        found.append(f"  {_where(path, lines, tuple(err['loc']))}: {err['msg']}")
+    return "\n".join(found)
 
 
 def parse_org(text: str, path: Path) -> Org:
@@ -41,57 +83,69 @@ def parse_org(text: str, path: Path) -> Org:
         raise ConfigError(f"{path}: cannot parse the org file: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the org file must be a mapping with members, channels, seats")
+    lines = Lines(text, path)
     try:
         org = Org.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from exc
-    member_ids = {m.id for m in org.members}
-    for i, seat in enumerate(org.seats):
-        if seat.member_id not in member_ids:
-            raise ConfigError(
-                f"{path}: seats.{i}.memberId: {seat.member_id!r} is not a member of the org"
-            )
-    dupes = {mid for mid, n in Counter(m.id for m in org.members).items() if n > 1}
-    if dupes:
-        raise ConfigError(f"{path}: members: duplicate id(s) {sorted(dupes)}")
-    check_objectives(org, path)
-    policy = org.decisions
-    for name, value in (
-        ("ownerId", policy and policy.owner_id),
-        ("resolverId", policy and policy.resolver_id),
-    ):
-        if value and value not in member_ids:
-            raise ConfigError(f"{path}: decisions.{name}: {value!r} is not a member of the org")
-    if policy and policy.channel_id and policy.channel_id not in {c.id for c in org.channels}:
+        raise ConfigError(_describe(exc, path, lines)) from exc
+    problems = reference_problems(org)
+    if problems:
         raise ConfigError(
-            f"{path}: decisions.channelId: {policy.channel_id!r} is not a channel the org file "
-            "lists; add it under channels (with its kind and members) or remove channelId"
+            "\n".join(f"{_where(path, lines, loc)}: {problem}" for loc, problem in problems)
         )
     return org
 
 
-def check_objectives(org: Org, path: Path) -> None:
-    """Objective keys are unique, and everyone an objective names is in the org: a typo in
-    `ownerId` would otherwise send its escalations to nobody."""
-    dupes = {k for k, n in Counter(o.key for o in org.objectives).items() if n > 1}
-    if dupes:
-        raise ConfigError(f"{path}: objectives: duplicate key(s) {sorted(dupes)}")
+def reference_problems(org: Org) -> list[tuple[Loc, str]]:
+    """Every id the org file names that it does not define, each at its field, in file order:
+    a typo in a `supervisorId` or an objective's `ownerId` would otherwise send escalations to
+    nobody, a channel member nobody knows would make the channel's audience wrong."""
+    problems: list[tuple[Loc, str]] = []
     member_ids = {m.id for m in org.members}
     seat_ids = {s.member_id for s in org.seats}
+    channel_ids = {c.id for c in org.channels}
+    not_member = "is not a member of the org"
+
+    def member(loc: Loc, value: str | None) -> None:
+        if value is not None and value not in member_ids:
+            problems.append((loc, f"{value!r} {not_member}"))
+
+    dupes = {mid for mid, n in Counter(m.id for m in org.members).items() if n > 1}
+    if dupes:
+        problems.append((("members",), f"duplicate id(s) {sorted(dupes)}"))
+    for i, m in enumerate(org.members):
+        member(("members", i, "supervisorId"), m.supervisor_id)
+    for i, c in enumerate(org.channels):
+        for j, mid in enumerate(c.member_ids):
+            member(("channels", i, "memberIds", j), mid)
+    for i, seat in enumerate(org.seats):
+        member(("seats", i, "memberId"), seat.member_id)
+        member(("seats", i, "supervisorId"), seat.supervisor_id)
+        member(("seats", i, "operatorId"), seat.operator_id)
+    keys = {k for k, n in Counter(o.key for o in org.objectives).items() if n > 1}
+    if keys:
+        problems.append((("objectives",), f"duplicate key(s) {sorted(keys)}"))
     for i, objective in enumerate(org.objectives):
-        for name, value in (
-            ("ownerId", objective.owner_id),
-            ("reviewBy", objective.review_by),
-            ("adoptedBy", objective.adopted_by),
-        ):
-            if value is not None and value not in member_ids:
-                raise ConfigError(
-                    f"{path}: objectives.{i}.{name}: {value!r} is not a member of the org"
-                )
+        member(("objectives", i, "ownerId"), objective.owner_id)
+        member(("objectives", i, "reviewBy"), objective.review_by)
+        member(("objectives", i, "adoptedBy"), objective.adopted_by)
         if objective.seat_id is not None and objective.seat_id not in seat_ids:
-            raise ConfigError(
-                f"{path}: objectives.{i}.seatId: {objective.seat_id!r} is not a seat of the org"
+            problems.append(
+                (("objectives", i, "seatId"), f"{objective.seat_id!r} is not a seat of the org")
             )
+    policy = org.decisions
+    if policy is not None:
+        member(("decisions", "ownerId"), policy.owner_id)
+        member(("decisions", "resolverId"), policy.resolver_id)
+        if policy.channel_id and policy.channel_id not in channel_ids:
+            problems.append(
+                (
+                    ("decisions", "channelId"),
+                    f"{policy.channel_id!r} is not a channel the org file lists; add it under "
+                    "channels (with its kind and members) or remove channelId",
+                )
+            )
+    return problems
 
 
 def load_org(path: Path) -> Org:

@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    # Prometheus: each `seatwire worker` and `seatwire beat` serves its own figures at
+    # /metrics on this port (unset: it serves none; the ingress serves its own and the
+    # cluster's on its `port`), on all interfaces by default, for a scraper elsewhere.
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_host: str = "0.0.0.0"
     visibility_timeout_s: int = Field(default=900, ge=30)
     task_time_limit_s: int = Field(default=60, ge=5)
     # Celery task events (Flower, `celery events`): on from each worker's start. They cost
@@ -239,13 +244,19 @@ def _secret(value: SecretStr | None, fallback: str | None) -> str | None:
 
 
 def masked(url: str | None) -> str:
-    """`url` fit to print: its password (and a user that is a token) replaced by `***`.
+    """`url` fit to print: its password (and a user that is a token) replaced by `***`, and
+    so is every query value whose name says it is a secret (`?token=...`, `api_key`, `sig`).
     `redis://:s3cret@host:6379/0` -> `redis://:***@host:6379/0`."""
     if not url:
         return ""
     parts = urlsplit(url)
+    query = "&".join(
+        f"{name}=***" if _SECRET_NAME.search(name) else f"{name}={value}" if sep else name
+        for name, sep, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    parts = parts._replace(query=query)
     if parts.password is None and not parts.username:
-        return url
+        return urlunsplit(parts)
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
@@ -253,6 +264,9 @@ def masked(url: str | None) -> str:
     secret = "***" if parts.password is not None else ""
     auth = f"{user}:{secret}" if secret else ("***" if user else "")
     return urlunsplit(parts._replace(netloc=f"{auth}@{host}"))
+
+
+_SECRET_NAME = re.compile(r"token|key|secret|pass|sig|auth", re.IGNORECASE)
 
 
 # Variables with the prefix that are not settings: what a launcher hands a seat's agent for its
@@ -361,3 +375,22 @@ def _describe_validation(exc: ValidationError) -> str:
         message = str(error["msg"]).removeprefix("Value error, ")
         lines.append(f"{where}{inner}: {message}")
     return "; ".join(lines)
+
+
+def scrubbed(message: object, *urls: str | None) -> str:
+    """`message` (an error's text) with the password of each of `urls` replaced by `***`: a
+    driver's error may quote the URL it was given."""
+    found = str(message)
+    for url in urls:
+        if not url:
+            continue
+        parts = urlsplit(url)
+        secrets = [parts.password] + [
+            value
+            for name, _, value in (pair.partition("=") for pair in parts.query.split("&"))
+            if _SECRET_NAME.search(name)
+        ]
+        for secret in secrets:
+            if secret:
+                found = found.replace(secret, "***")
+    return found

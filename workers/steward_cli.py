@@ -32,6 +32,7 @@ from workers.settings import load_settings, masked
 
 steward = typer.Typer(no_args_is_help=True, help="The goal steward: run it, or override a gate.")
 console = Console()
+errors = Console(stderr=True)
 
 # Short names of the gates, so that a check trail fits an 80-column table.
 GATE_MARK = {
@@ -47,7 +48,7 @@ GATE_MARK = {
 
 
 def _refuse(message: object) -> NoReturn:
-    console.print(f"[red]cannot run:[/red] {message}")
+    errors.print(f"[red]cannot run:[/red] {message}", soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -18,15 +18,15 @@ gates say (dedupe, work in flight); they are closed first, as done by the demo.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from celery import Celery
-from rich.console import Console
-from rich.table import Table
 
+from contracts.steward import AuditEntry, Dispatch, ObjectiveOutcome
+from pipeline.js import num_str
 from workers.container import Container
+from workers.demo_view import Case, Check, Field, Section, plural
 from workers.queues import tracking_id_for
 from workers.stages.steward_run import StewardRun
 
@@ -59,25 +59,25 @@ def samples(now_ms: int) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-@dataclass
-class Case:
-    objective: str
-    expected: str
-    got: str
-    ok: bool
+# What each case is given, for its heading.
+GIVEN = {
+    "deploy-lead-time": "off target, with nothing in flight",
+    "trial-activation": "off target, its only sample a model's estimate (`llm`)",
+    "review-turnaround": "the second run: an item in flight, the trend flat",
+    "vendor-invoice-backlog": "its sensor 3 days stale on a daily cadence",
+}
 
 
 def run_steward_demo(
     http: httpx.Client,
     container: Container,
     app: Celery,
-    console: Console,
     *,
     now_ms: int,
     wait_final: Poll,
     seat_headers: SeatHeaders,
-) -> int:
-    """Post the samples, run the steward twice, check the four cases; failures counted."""
+) -> Section:
+    """Post the samples, run the steward twice, and check the four cases."""
     _close_earlier_items(http, seat_headers)
     for key, body in samples(now_ms):
         http.post(f"/v1/objectives/{key}/samples", json=body).raise_for_status()
@@ -86,26 +86,39 @@ def run_steward_demo(
     second = steward(now_ms=now_ms + 1_000)  # beat's next tick: the same samples
     runs = {o.objective_key: o for o in first.plan.outcomes}
     again = {o.objective_key: o for o in second.plan.outcomes}
-    cases = [
+    cases = (
         _admits(http, runs["deploy-lead-time"], wait_final, seat_headers),
         _honesty(runs["trial-activation"]),
         _escalates(http, again["review-turnaround"], wait_final),
         _drifts(http, runs["vendor-invoice-backlog"], seat_headers),
-    ]
-    audit = http.get("/v1/steward/audit", params={"limit": 500}).raise_for_status().json()
-    table = Table(title="The goal steward: every gap and candidate, audited", show_lines=True)
-    for column in ("objective", "must end as", "ended as", "check"):
-        table.add_column(column, overflow="fold")
-    for case in cases:
-        mark = "[green]ok[/green]" if case.ok else "[red]UNEXPECTED[/red]"
-        table.add_row(case.objective, case.expected, case.got, mark)
-    console.print(table)
-    console.print(
-        f"{first.plan.totals.admitted + second.plan.totals.admitted} admitted, "
-        f"{first.plan.totals.rejected + second.plan.totals.rejected} rejected over two runs; "
-        f"the audit holds {audit['count']} line(s) (GET /v1/steward/audit)"
     )
-    return sum(0 if c.ok else 1 for c in cases)
+    audit = http.get("/v1/steward/audit", params={"limit": 500}).raise_for_status().json()
+    admitted = first.plan.totals.admitted + second.plan.totals.admitted
+    rejected = first.plan.totals.rejected + second.plan.totals.rejected
+    tally = (
+        f"{plural(admitted, 'candidate')} admitted and {rejected} rejected over two runs; "
+        f"{plural(audit['count'], 'audit line')}"
+    )
+    return Section(
+        key="steward",
+        label="goal steward",
+        title="The goal steward: every gap and candidate, audited",
+        intro="KPI samples posted for the sample org's four objectives "
+        "(POST /v1/objectives/{key}/samples), then two steward runs, the second as beat's "
+        "next tick. Each case is read back over HTTP: backlogs, the journal, the audit.",
+        cases=cases,
+        summary=f"{plural(len(cases), 'objective')}: {tally}",
+        counts=(
+            ("objectives", len(cases)),
+            ("admitted", admitted),
+            ("rejected", rejected),
+            ("auditLines", audit["count"]),
+        ),
+        notes=(
+            f"In all, {tally} (GET /v1/steward/audit; against a Redis, "
+            "`uv run seatwire objectives`).",
+        ),
+    )
 
 
 def _close_earlier_items(http: httpx.Client, seat_headers: SeatHeaders) -> None:
@@ -125,7 +138,9 @@ def _asked(http: httpx.Client, seat: str, dispatch_id: str, wait_final: Poll) ->
     return f"{final['state']} -> {','.join(targets) or 'nobody'}"
 
 
-def _admits(http: httpx.Client, outcome: Any, wait_final: Poll, seat_headers: SeatHeaders) -> Case:
+def _admits(
+    http: httpx.Client, outcome: ObjectiveOutcome, wait_final: Poll, seat_headers: SeatHeaders
+) -> Case:
     routes = {d.route: d for d in outcome.dispatches}
     backlog = http.get("/v1/seats/scout/backlog", headers=seat_headers("scout"))
     backlog = backlog.raise_for_status().json()["items"]
@@ -137,24 +152,21 @@ def _admits(http: httpx.Client, outcome: Any, wait_final: Poll, seat_headers: Se
     return _case(outcome, "SELF on backlog; HANDOFF engaged -> ava", got)
 
 
-def _honesty(outcome: Any) -> Case:
+def _honesty(outcome: ObjectiveOutcome) -> Case:
     refused = [e for e in outcome.audit if e.kind == "candidate" and not e.admitted]
     gates = ",".join(str(e.gate) for e in refused) or "nothing"
     done = f"{len(outcome.dispatches)} dispatched" if outcome.dispatches else "nothing dispatched"
     return _case(outcome, "rejected at honesty, nothing dispatched", f"rejected at {gates}, {done}")
 
 
-def _escalates(http: httpx.Client, outcome: Any, wait_final: Poll) -> Case:
+def _escalates(http: httpx.Client, outcome: ObjectiveOutcome, wait_final: Poll) -> Case:
     action = outcome.decision.action if outcome.decision else "none"
     esc = next((d for d in outcome.dispatches if d.route == "escalate"), None)
     asked = _asked(http, "scout", esc.id, wait_final) if esc else "no engagement"
-    got = f"{action}; {asked}"
-    return Case(
-        outcome.objective_key, "escalate; engaged -> gus", got, got == "escalate; engaged -> gus"
-    )
+    return _case(outcome, "escalate; engaged -> gus", f"{action}; {asked}")
 
 
-def _drifts(http: httpx.Client, outcome: Any, seat_headers: SeatHeaders) -> Case:
+def _drifts(http: httpx.Client, outcome: ObjectiveOutcome, seat_headers: SeatHeaders) -> Case:
     action = outcome.decision.action if outcome.decision else "none"
     drift = next((d for d in outcome.dispatches if d.route == "drift"), None)
     page = http.get("/v1/seats/tally/backlog", headers=seat_headers("tally"))
@@ -164,5 +176,43 @@ def _drifts(http: httpx.Client, outcome: Any, seat_headers: SeatHeaders) -> Case
     return _case(outcome, "drift; restore item for devi", got)
 
 
-def _case(outcome: Any, expected: str, got: str) -> Case:
-    return Case(outcome.objective_key, expected, got, got == expected)
+def _case(outcome: ObjectiveOutcome, expected: str, got: str) -> Case:
+    """An objective's case: what it ended as, the steward's decision (its reason code) and
+    the gap it was decided on; each audit line and dispatch as a `why` line."""
+    key = outcome.objective_key
+    action = outcome.decision.action if outcome.decision else "none"
+    fields = [Field("outcome", "outcome", got), Field("reasonCode", "reason code", action)]
+    gates = tuple(str(e.gate) for e in outcome.audit if e.gate is not None)
+    if gates:
+        fields.append(Field("gates", "refused at", gates))
+    fields.append(Field("seat", "seat", outcome.seat_id or "none"))
+    if outcome.gap is not None:
+        g = outcome.gap
+        value = "no sample" if g.value is None else num_str(g.value)
+        stale = ", stale" if g.stale else ""
+        measured = f"{value} against a target of {num_str(g.target)} (trend {g.trend}{stale})"
+        fields.append(Field("gap", "measured", measured))
+    why = tuple(_audit_line(e) for e in outcome.audit) + tuple(
+        _dispatch_line(d) for d in outcome.dispatches
+    )
+    given = GIVEN.get(key, "its latest sample")
+    return Case(given, tuple(fields), Check.of(expected, got), why, subject=key)
+
+
+def _audit_line(entry: AuditEntry) -> str:
+    if entry.kind != "candidate":
+        line = f"{entry.action or entry.kind}: {entry.reason}"
+    else:
+        title = f'candidate "{entry.candidate_title}"' if entry.candidate_title else "a candidate"
+        if entry.admitted:
+            line = f"{title} admitted ({entry.disposition or 'no disposition'}): {entry.reason}"
+        elif entry.gate is not None:
+            line = f"{title} refused at the {entry.gate} gate: {entry.reason}"
+        else:
+            line = f"{title}: {entry.reason}"
+    return f"{line}; {entry.note}" if entry.note else line
+
+
+def _dispatch_line(dispatch: Dispatch) -> str:
+    to = f", for {dispatch.target_id}" if dispatch.target_id else ""
+    return f"dispatched {dispatch.route} ({dispatch.kind}{to}): {dispatch.title}"

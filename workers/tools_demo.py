@@ -23,10 +23,10 @@ import httpx2
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
-from rich.console import Console
 
 from workers.container import Container
-from workers.controller_demo import checked_cases, settled
+from workers.controller_demo import settled
+from workers.demo_view import Case, Check, Field, Section, plural
 from workers.stages.controller_tick import ControllerTick
 
 Headers = Callable[[str], dict[str, str]]
@@ -112,12 +112,10 @@ def run_tools_demo(
     base_url: str,
     http: Any,
     container: Container,
-    console: Console,
     *,
     headers_for: Headers,
-) -> int:
-    """Drive the cases through the MCP client; print the table; 1 per case that ended
-    otherwise."""
+) -> Section:
+    """Drive the cases through the MCP client, each checked against what it must end as."""
     run = int(time.time())
     claimed, taken, _sent, _reply, thread, intent = anyio.run(
         _scenario, f"{base_url}/mcp", headers_for, run
@@ -127,35 +125,71 @@ def run_tools_demo(
     status = settled(http, ["tally"])["tally"]
     turn = status["turns"][0] if status["turns"] else {}
     messages = thread.get("messages") or []
-    cases = [
-        (
-            "scout",
-            "coordinate_issue claim",
+    receipt = claimed.get("receipt") or {}
+    cases = (
+        _tool_case(
+            "scout claims an issue",
+            "coordinate_issue (claim)",
             "claimed, generation 2",
-            "refused"
-            if claimed["isError"]
-            else f"claimed, generation {claimed.get('receipt', {}).get('generation')}",
+            "refused" if claimed["isError"] else f"claimed, generation {receipt.get('generation')}",
+            claimed,
+            reason=str(claimed.get("error") or receipt.get("outcome")),
         ),
-        (
-            "tally",
-            "coordinate_issue claim",
+        _tool_case(
+            "tally tries to claim the same issue",
+            "coordinate_issue (claim)",
             "refused: owned by scout",
             f"refused: owned by {taken.get('owner')}" if taken["isError"] else "claimed",
+            taken,
+            reason=str(taken.get("error") or "claimed"),
         ),
-        (
-            "both",
+        _tool_case(
+            "scout writes to tally, tally replies",
             "send_message, read_thread",
             "2 messages: scout, tally",
             f"{len(messages)} messages: " + ", ".join(str(m.get("from")) for m in messages),
+            thread,
+            why=tuple(
+                f"{m.get('from')} -> {', '.join(m.get('to') or ())}: {m.get('body')}"
+                for m in messages
+            ),
         ),
-        (
-            "tally",
-            "record_work_intent runnable",
+        _tool_case(
+            "tally records a runnable work intent",
+            "record_work_intent (runnable)",
             "1 turn, reason durable",
             "refused" if intent["isError"] else f"1 turn, reason {turn.get('reason')}",
+            intent,
+            reason=str(intent.get("error") or turn.get("reason")),
         ),
-    ]
-    failures = checked_cases(
-        console, "A seat's tools, over MCP (streamable HTTP at /mcp)", ("seat", "tool"), cases
     )
-    return failures
+    return Section(
+        key="tools",
+        label="seat tools",
+        title="A seat's tools, over MCP (streamable HTTP at /mcp)",
+        intro="Two seats, each with its own token, through the official MCP client: the same "
+        "tools a seat's agent calls.",
+        cases=cases,
+        summary=f"{plural(len(cases), 'case')} over MCP: a claim, a refused claim "
+        f"({taken.get('error') or 'not refused'}), a thread of "
+        f"{plural(len(messages), 'message')}, a work intent the controller ran",
+        counts=(("cases", len(cases)), ("threadMessages", len(messages))),
+    )
+
+
+def _tool_case(
+    title: str,
+    tool: str,
+    expected: str,
+    got: str,
+    result: dict[str, Any],
+    *,
+    reason: str | None = None,
+    why: tuple[str, ...] = (),
+) -> Case:
+    fields = [Field("outcome", "outcome", got)]
+    if reason is not None:
+        fields.append(Field("reasonCode", "reason code", reason))
+    fields.append(Field("tool", "tool", tool))
+    said = tuple(str(result[k]) for k in ("message", "note") if result.get(k))
+    return Case(title, tuple(fields), Check.of(expected, got), (*said, *why))

@@ -139,7 +139,7 @@ def place(w: Work, member_ids: Sequence[str], rooms: Rooms, me: str) -> Placemen
         room = fits[0]
         return Placement(
             "existing_channel",
-            f"{room.name or room.id} already holds all {len(ids)} of them ({len(room.members)} "
+            f"{room.name or room.id} already holds {_all_of(len(ids))} ({len(room.members)} "
             "members, the smallest room that does), so nothing new is created",
             ids,
             channel_id=room.id,
@@ -153,6 +153,10 @@ def place(w: Work, member_ids: Sequence[str], rooms: Rooms, me: str) -> Placemen
         room_name=w.title[:100] or "Needs a decision",
         durable_channel=w.durable,
     )
+
+
+def _all_of(n: int) -> str:
+    return "both of them" if n == 2 else f"all {n} of them"
 
 
 def _in_place(w: Work, ids: tuple[str, ...], rooms: Rooms) -> Placement | None:

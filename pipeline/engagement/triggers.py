@@ -175,9 +175,16 @@ def _blocked(w: Work) -> Fired | Suppressed | None:
         "blocked_on_other",
         f"blocked:{b.kind or 'unspecified'}",
         b.scope or w.scope or w.title,
-        b.detail or f"blocked on a {b.kind} that only another party can give",
+        b.detail or _waits_on(b.kind),
         b.owner_id or None,
     )
+
+
+def _waits_on(kind: str) -> str:
+    """What an other-owned blocker leaves the work waiting for, in words that read for any
+    kind (a decision, access, information, an approval) or none."""
+    needs = f"the {kind} it needs" if kind else "what it needs"
+    return f"blocked until another party gives {needs}"
 
 
 def _review(w: Work) -> Fired | Suppressed | None:

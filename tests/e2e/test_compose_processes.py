@@ -1,16 +1,20 @@
 """End to end, as production runs it: the commands of compose.yaml started as processes (the
 ingress and one Celery worker pool per stage queue) against a real Redis; work reports posted
-over HTTP; the ledger and the outbox checked."""
+over HTTP; the ledger and the outbox checked; each service's health check run as a process
+against them, healthy and stopped."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,9 +28,11 @@ from workers import bootstrap
 from workers.broker import publish
 from workers.celery_app import create_app
 from workers.demo import SCENARIO, _check, _steps
+from workers.healthcheck import node_problem
 from workers.outbound.file import read_outbox
 from workers.queues import Task
 from workers.settings import REPO_ROOT, Settings
+from workers.stores import keys
 
 pytestmark = pytest.mark.e2e
 
@@ -40,10 +46,11 @@ def cluster(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterat
 
 def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
     """compose.yaml runs the ingress, a worker for each stage queue, one for the steward, one
-    for the work controller's tick and one for seats' turns, plus Redis and Flower."""
+    for the work controller's tick and one for seats' turns, plus Redis, Flower, Prometheus
+    and Grafana."""
     spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
     services = spec["services"]
-    assert {"redis", "ingress", "flower"} <= set(services)
+    assert {"redis", "ingress", "flower", "prometheus", "grafana"} <= set(services)
     queues = sorted(
         c[c.index("--queues") + 1] for c in compose_commands().values() if c[1] == "worker"
     )
@@ -58,6 +65,98 @@ def test_compose_runs_ingress_and_one_worker_pool_per_stage() -> None:
     ]
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
+
+
+def health_checks() -> dict[str, list[str]]:
+    """Each service's health check as the command compose execs in its container (the `CMD`
+    form's arguments), `python` being this interpreter."""
+    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    checks: dict[str, list[str]] = {}
+    for name, service in spec["services"].items():
+        test = service["healthcheck"]["test"]
+        assert test[0] == "CMD", f"{name}: a check compose runs without a shell"
+        checks[name] = [sys.executable if a == "python" else a for a in test[1:]]
+    return checks
+
+
+def run_check(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def wait_started(env: dict[str, str], checks: dict[str, list[str]]) -> None:
+    """Until every node a check pings answers, asked from this process (cheap: a check as a
+    process costs a second or two of CPU, which the starting workers need), as Docker waits
+    out a start period. The ingress is up when the cluster starts; a worker may still be
+    connecting."""
+    settings = Settings(redis_url=env["SEATWIRE_REDIS_URL"], api_token=TOKEN)
+    pending = {a[a.index("workers.healthcheck") + 1] for a in checks.values() if "-m" in a}
+    deadline = time.monotonic() + 60
+    while pending and time.monotonic() < deadline:
+        pending = {n for n in pending if node_problem(settings, n, timeout_s=1) is not None}
+    assert not pending, f"never answered: {sorted(pending)}"
+
+
+# The services whose health checks run as processes: the ingress, two worker pools and beat.
+# The other pools' checks are the same command under their own node name, which
+# tests/test_deploy.py holds to each pool's `--hostname`; starting them too would double the
+# test's time for nothing more.
+HEALTH_SUBJECTS = ("ingress", "worker-engagement", "worker-send", "beat")
+
+
+def test_health_checks_pass_on_their_processes_and_fail_when_they_stop(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """Each health check of compose's ingress, two worker pools and beat, run as compose runs
+    it, passes against their processes. Once the send worker and beat are stopped (SIGSTOP:
+    alive, consuming nothing) and beat's lease is gone, their checks fail, the live worker's
+    still passes, and the same check asking for a leader fails for want of one."""
+    commands = {name: compose_commands()[name] for name in HEALTH_SUBJECTS}
+    with start_cluster(commands, redis_url, tmp_path) as cluster:
+        checks = {
+            name: [a.replace("http://127.0.0.1:8080", cluster.base) for a in health_checks()[name]]
+            for name in HEALTH_SUBJECTS
+        }
+        procs = dict(zip(commands, cluster.procs, strict=True))
+        healthy, stopped = _health_checks_around_a_stop(
+            cluster, checks, [procs["worker-send"], procs["beat"]], redis_client
+        )
+    for name, result in healthy.items():
+        assert result.returncode == 0, (name, result.stdout, result.stderr)
+    send, beat, engagement, leaderless = stopped
+    assert send.returncode == 1 and "no Celery node send@" in send.stderr, send.stderr
+    assert beat.returncode == 1 and "no Celery node beat-*@" in beat.stderr, beat.stderr
+    assert engagement.returncode == 0, engagement.stderr
+    assert leaderless.returncode == 1 and "no beat holds the leader lease" in leaderless.stderr
+
+
+def _health_checks_around_a_stop(
+    cluster: Cluster,
+    checks: dict[str, list[str]],
+    stop: list[subprocess.Popen[bytes]],
+    redis_client: redis.Redis,
+) -> tuple[dict[str, subprocess.CompletedProcess[str]], list[subprocess.CompletedProcess[str]]]:
+    """Every check once the cluster answers; then, with `stop` stopped and the lease gone,
+    the send worker's, beat's, the engagement worker's and the latter's with --leader."""
+    wait_started(cluster.env, checks)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {n: pool.submit(run_check, argv, cluster.env) for n, argv in checks.items()}
+    healthy = {name: run.result() for name, run in runs.items()}
+    for p in stop:
+        os.kill(p.pid, signal.SIGSTOP)
+    try:
+        redis_client.delete(keys.BEAT_LEADER)
+        argvs = [
+            checks["worker-send"],
+            checks["beat"],
+            checks["worker-engagement"],
+            [*checks["worker-engagement"], "--leader"],
+        ]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            stopped = [pool.submit(run_check, argv, cluster.env) for argv in argvs]
+        return healthy, [run.result() for run in stopped]
+    finally:
+        for p in stop:
+            os.kill(p.pid, signal.SIGCONT)
 
 
 def _compose_client() -> list[str] | None:

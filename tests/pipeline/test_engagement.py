@@ -192,6 +192,26 @@ class TestEvaluateTriggers:
         """An owned blocker without a kind fires as blocked:unspecified."""
         assert fired_codes(blocked_work(blocker={"ownerId": "ana"})) == ["blocked:unspecified"]
 
+    @pytest.mark.parametrize(
+        ("blocker", "code", "needs"),
+        [
+            ({"kind": "access"}, "blocked:access", "the access it needs"),
+            ({"kind": "information"}, "blocked:information", "the information it needs"),
+            ({"kind": "approval"}, "blocked:approval", "the approval it needs"),
+            ({"ownerId": "ana"}, "blocked:unspecified", "what it needs"),
+        ],
+    )
+    def test_a_blocker_without_detail_is_described_in_words_that_fit_its_kind(
+        self, blocker: dict[str, Any], code: str, needs: str
+    ) -> None:
+        """With no detail of its own, the fired blocker reads right for every kind (never
+        "blocked on a access"); the reason code is the kind's as before."""
+        [fired] = evaluate_triggers(blocked_work(blocker=blocker))["fired"]
+        assert (fired["code"], fired["detail"]) == (
+            code,
+            f"blocked until another party gives {needs}",
+        )
+
     @pytest.mark.parametrize("state", ["blocked", "failed"])
     def test_blocked_without_blocker_is_blocker_unnamed(self, state: str) -> None:
         """A blocked or failed state that names no blocker is suppressed as blocker_unnamed."""
@@ -743,6 +763,14 @@ class TestChooseSurface:
             "billing",
             None,
         )
+
+    def test_a_room_holding_two_targets_holds_both_of_them(self) -> None:
+        """Two targets are "both of them", three "all 3 of them"."""
+        room = {"id": "R", "name": "billing", "memberIds": ["ana", "bo", "cy", ME]}
+        two = choose_surface({"id": "w"}, [target("ana"), target("bo")], [room], ME)
+        assert two["why"].startswith("billing already holds both of them (4 members")
+        three = [target("ana"), target("bo"), target("cy")]
+        assert "holds all 3 of them" in choose_surface({"id": "w"}, three, [room], ME)["why"]
 
     def test_room_without_me_is_not_used(self) -> None:
         """A room I am not in is skipped even when it is the smallest holding the targets."""

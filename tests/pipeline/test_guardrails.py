@@ -110,6 +110,17 @@ def test_same_key_within_window_is_already_engaged() -> None:
     assert "360 min" in v.detail
 
 
+@pytest.mark.parametrize(
+    ("ago_ms", "said"),
+    [(0, "less than a minute ago"), (29_999, "less than a minute ago"), (90_000, "2 min ago")],
+)
+def test_an_ask_that_just_went_out_is_not_said_to_be_0_min_old(ago_ms: int, said: str) -> None:
+    """Refused moments after the first ask, the detail says so in words, not "0 min ago"."""
+    v = check([row(ago_ms, key=KEY)])
+    assert (v.allowed, v.code) == (False, "already_engaged")
+    assert v.detail == f"this exact ask went out {said}; the re-engage window is 360 min"
+
+
 def test_reengage_window_edge() -> None:
     """Exactly reengageAfterMs later the ask may go again; one millisecond sooner it may not."""
     at_edge = check([row(6 * HOUR_MS, key=KEY)])

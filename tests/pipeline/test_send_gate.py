@@ -722,6 +722,15 @@ def test_a_post_into_an_existing_conversation_needs_its_channel(surface: str) ->
     assert blocked(check(ask(surface=surface, channel=None))) == "no_channel"
 
 
+def test_a_refusal_names_the_surface_as_its_identifier() -> None:
+    """The detail names the surface as it is spelled, so no article can be wrong for it
+    ("a existing_channel")."""
+    v = check(ask(surface="existing_channel", channel=None))
+    assert v.detail == "surface existing_channel needs a channel id and this ask has none"
+    v = check(ask(targets=(), surface="new_room"))
+    assert v.detail == "surface new_room reaches nobody, so it cannot be opened"
+
+
 @pytest.mark.parametrize("surface", ["reply_in_place", "existing_channel"])
 def test_the_allow_list_governs_existing_conversations(surface: str) -> None:
     """With an allow list, only its channels pass; without one, any channel does."""

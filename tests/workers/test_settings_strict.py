@@ -4,12 +4,18 @@ JSON that does not parse (with its position), a value of the wrong type."""
 
 from __future__ import annotations
 
+import json
+import socket
+from pathlib import Path
+
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from workers.cli import cli
 from workers.errors import ConfigError
-from workers.settings import OTHER_VARIABLES, load_settings, unknown_variables
+from workers.org import load_org
+from workers.settings import OTHER_VARIABLES, load_settings, masked, scrubbed, unknown_variables
 
 runner = CliRunner()
 
@@ -103,3 +109,99 @@ def test_a_bad_value_names_its_variable_and_what_is_wrong(
     with pytest.raises(ConfigError) as refused:
         load_settings()
     assert str(refused.value) == expected
+
+
+ORG_WITH_BAD_REFERENCES = """\
+members:
+  - {id: ava}
+  - id: ben
+    supervisorId: gsu
+channels:
+  - {id: C1, memberIds: [ava, bne]}
+seats:
+  - memberId: ben
+    operatorId: avaa
+objectives:
+  - {key: k, metric: m, target: 1, ownerId: zed}
+"""
+
+
+def test_every_org_reference_that_names_nobody_is_refused_at_its_line(tmp_path: Path) -> None:
+    """A supervisorId, operatorId, channel member or objective owner naming nobody is refused
+    when the org file is loaded, every one of them at once, each at its line and field."""
+    path = tmp_path / "org.yaml"
+    path.write_text(ORG_WITH_BAD_REFERENCES)
+    with pytest.raises(ConfigError) as refused:
+        load_org(path)
+    assert str(refused.value).splitlines() == [
+        f"{path}:4: members.1.supervisorId: 'gsu' is not a member of the org",
+        f"{path}:6: channels.0.memberIds.1: 'bne' is not a member of the org",
+        f"{path}:9: seats.0.operatorId: 'avaa' is not a member of the org",
+        f"{path}:11: objectives.0.ownerId: 'zed' is not a member of the org",
+    ]
+    as_json = tmp_path / "org.json"
+    as_json.write_text(json.dumps(yaml.safe_load(ORG_WITH_BAD_REFERENCES)))
+    with pytest.raises(ConfigError, match=r"org\.json: members\.1\.supervisorId: 'gsu'"):
+        load_org(as_json)
+
+
+def test_a_command_refuses_the_org_file_in_one_line_per_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "org.yaml"
+    path.write_text(ORG_WITH_BAD_REFERENCES)
+    monkeypatch.setenv("SEATWIRE_ORG_FILE", str(path))
+    done = runner.invoke(cli, ["up"])
+    assert done.exit_code == 2
+    assert f"{path}:4: members.1.supervisorId: 'gsu' is not a member of the org\n" in done.output
+
+
+@pytest.mark.parametrize("command", ["up", "worker"])
+def test_up_and_worker_refuse_a_redis_that_does_not_answer_without_its_password(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", f"redis://:s3cret-pw@127.0.0.1:{port}/0")
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    done = runner.invoke(cli, [command])
+    assert done.exit_code == 2, done.output
+    assert f"cannot reach Redis at redis://:***@127.0.0.1:{port}/0" in done.output
+    assert "s3cret-pw" not in done.output
+
+
+def test_up_refuses_a_separate_broker_that_does_not_answer(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
+    monkeypatch.setenv("SEATWIRE_BROKER_URL", f"amqp://u:pw-x9@127.0.0.1:{port}//")
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    done = runner.invoke(cli, ["up"])
+    assert done.exit_code == 2, done.output
+    assert f"cannot reach the broker at amqp://u:***@127.0.0.1:{port}//" in done.output
+    assert "pw-x9" not in done.output
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://user:s3cret@host/0", "redis://user:***@host/0"),
+        (
+            "https://hooks.example.com/in?token=s3cret&team=a",
+            "https://hooks.example.com/in?token=***&team=a",
+        ),
+        ("https://hooks.example.com/in?api_key=s3cret", "https://hooks.example.com/in?api_key=***"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ],
+)
+def test_a_printed_url_never_shows_a_secret(url: str, shown: str) -> None:
+    assert masked(url) == shown
+    # A driver's error that quotes the URL is printed with the same secrets hidden.
+    assert scrubbed(f"could not connect to {url}: refused", url) == (
+        f"could not connect to {shown}: refused"
+    )

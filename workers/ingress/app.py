@@ -8,10 +8,14 @@ Where each concern lives:
   seat's or the operator's), slack.py and github.py (plain Starlette routes), ops.py
   (`/healthz`, `/readyz`, `/metrics`), mcp.py (`/mcp`, the tools over MCP's streamable
   HTTP, a seat's token; its session manager runs in the lifespan);
-- refusals: a step raises `Refusal` with its 4xx; one handler answers it;
+- refusals: a step raises `Refusal` with its 4xx; one handler answers it; FastAPI's refusal
+  of a parameter and Starlette's 404 and 405 are answered in the same shape (http.py);
+- the OpenAPI document: each route declares its body and answers (docs.py), the provider
+  routes are added by hand (providers.py);
 - 503: `Unavailable` (journal/enqueue over budget or failed) and every error in
   `UNAVAILABLE` (Redis, broker, sockets): one handler, 503 with Retry-After, never a 2xx;
 - metrics: one ASGI middleware counts the writing routes' answers by route and status;
+  the cluster's figures are read from Redis and the broker at each scrape (metrics.py);
 - the per-source rate limit (ratelimit.py): one ASGI middleware inside it, 429 with
   Retry-After before a writing route journals anything (off unless SEATWIRE_INGRESS_RATE_PER_S).
 """
@@ -24,10 +28,14 @@ from typing import Any
 
 from celery import Celery
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from contracts.api import ProviderReceipt, SlackChallenge
 from workers.clock import now_ms
 from workers.container import Container
 from workers.ingress import (
@@ -42,10 +50,25 @@ from workers.ingress import (
     v1,
 )
 from workers.ingress.deps import IngressDeps
+from workers.ingress.docs import finish, model_routes, operation_id
 from workers.ingress.github import github_events
-from workers.ingress.http import UNAVAILABLE, Refusal, Unavailable, refused, unavailable
+from workers.ingress.http import (
+    UNAVAILABLE,
+    Refusal,
+    Unavailable,
+    http_error,
+    invalid_parameters,
+    refused,
+    unavailable,
+)
 from workers.ingress.mcp import McpEndpoint
-from workers.ingress.metrics import RequestMetrics, RouteLabels
+from workers.ingress.metrics import (
+    CLUSTER_BUDGET_S,
+    ClusterFigures,
+    RequestMetrics,
+    RouteLabels,
+    cluster_reader,
+)
 from workers.ingress.ops import router as ops_router
 from workers.ingress.providers import provider_paths
 from workers.ingress.ratelimit import RateLimit
@@ -66,20 +89,28 @@ Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
 # One answer per way a route stops early: its own 4xx, or the 503 (never a 2xx, never a 500).
 HANDLERS: dict[int | type[Exception], Handler] = {
     Refusal: refused,
+    RequestValidationError: invalid_parameters,
+    HTTPException: http_error,
     Unavailable: unavailable,
     **{error: unavailable for error in UNAVAILABLE},
 }
 
 
 class IngressApp(FastAPI):
-    """FastAPI, with the plain provider routes added to its OpenAPI document by hand."""
+    """FastAPI, with the plain provider routes added to its OpenAPI document by hand and the
+    routes' request bodies put in it (docs.py)."""
 
     def openapi(self) -> dict[str, Any]:
-        schema = super().openapi()
-        paths = schema["paths"]
-        if "/webhooks/slack" not in paths:  # once per generated document
-            paths.update(provider_paths())
-        return schema
+        if self.openapi_schema is None:  # generated once, then kept
+            schema = get_openapi(
+                title=self.title,
+                version=self.version,
+                description=self.description,
+                routes=[*self.routes, *model_routes(answered=(ProviderReceipt, SlackChallenge))],
+            )
+            schema["paths"].update(provider_paths())
+            self.openapi_schema = finish(schema)
+        return self.openapi_schema
 
 
 @asynccontextmanager
@@ -97,12 +128,16 @@ def create_ingress(
     container: Container, app: Celery, *, clock_ms: Callable[[], int] = now_ms
 ) -> FastAPI:
     deps = IngressDeps.build(container, app, clock_ms=clock_ms)
+    deps.metrics.registry.register(
+        ClusterFigures(cluster_reader(container, app, clock_ms), budget_s=CLUSTER_BUDGET_S)
+    )
     api = IngressApp(
         title="Seatwire",
         version="0.1.0",
         description="Work reports in; engagements decided, guarded and sent exactly once.",
         lifespan=lifespan,
         exception_handlers=HANDLERS,
+        generate_unique_id_function=operation_id,
         middleware=[
             Middleware(RequestMetrics, metrics=deps.metrics, labels=METERED),
             # Before any route reads the body (a 429 is answered before routing, so the

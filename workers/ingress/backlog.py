@@ -40,15 +40,30 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from contracts import Seat
+from contracts.api import BacklogClosed, BacklogPage, ClaimReleased, ClaimStanding, ClaimTaken
 from contracts.backlog import BacklogEntry, BacklogView
 from workers.ingress.deps import Deps
+from workers.ingress.docs import GUARDED, answers
 from workers.ingress.http import Refusal, problem
 from workers.ingress.v1 import require_seat
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
+UNKNOWN = {404: "no seat of that name (`unknown_seat`), or no such item (`unknown_item`)"}
+CLAIM_REFUSED = {
+    **UNKNOWN,
+    403: "a token of the wrong role or seat, or a seat that is neither the item's holder nor a "
+    "contributor (`not_a_collaborator`)",
+    409: "`not_claimable` (not COLLABORATE work), `item_done`, `claim_held` (with `holderId`, "
+    "`untilMs`, `generation`), `not_holder` or `stale_generation`",
+}
 
-@router.get("/seats/{seat}/backlog")
+
+@router.get(
+    "/seats/{seat}/backlog",
+    response_model=BacklogPage,
+    responses=answers({}, *GUARDED, 404, 422, why=UNKNOWN),
+)
 async def get_backlog(
     seat: str, deps: Deps, view: Annotated[BacklogView, Query(alias="state")] = "open"
 ) -> Response:
@@ -63,7 +78,11 @@ async def get_backlog(
     )
 
 
-@router.post("/seats/{seat}/backlog/{item}/done")
+@router.post(
+    "/seats/{seat}/backlog/{item}/done",
+    response_model=BacklogClosed,
+    responses=answers({}, *GUARDED, 404, 429, why=UNKNOWN),
+)
 async def post_done(seat: str, item: str, deps: Deps) -> Response:
     """Close one of the seat's items: 200 `done` the first time, 200 `already_done` after
     (the first close stands), 404 when the seat has no such item."""
@@ -130,7 +149,11 @@ def _stale(item: str, expected: int | None, generation: int | None, holder: str 
     )
 
 
-@router.post("/seats/{seat}/claims/{item}")
+@router.post(
+    "/seats/{seat}/claims/{item}",
+    response_model=ClaimTaken,
+    responses=answers({}, *GUARDED, 404, 409, 422, 429, why=CLAIM_REFUSED),
+)
 async def post_claim(
     seat: str, item: str, deps: Deps, expected: ExpectedGeneration = None
 ) -> Response:
@@ -179,7 +202,11 @@ async def post_claim(
     return JSONResponse({"status": result.status, "claim": result.to_wire()})
 
 
-@router.delete("/seats/{seat}/claims/{item}")
+@router.delete(
+    "/seats/{seat}/claims/{item}",
+    response_model=ClaimReleased,
+    responses=answers({}, *GUARDED, 404, 409, 422, why=CLAIM_REFUSED),
+)
 async def delete_claim(
     seat: str, item: str, deps: Deps, expected: ExpectedGeneration = None
 ) -> Response:
@@ -217,7 +244,11 @@ async def delete_claim(
     return JSONResponse({"status": verb, "itemId": item})
 
 
-@router.get("/seats/{seat}/claims/{item}")
+@router.get(
+    "/seats/{seat}/claims/{item}",
+    response_model=ClaimStanding,
+    responses=answers({}, *GUARDED, 404, 409, why=CLAIM_REFUSED),
+)
 async def get_claim(seat: str, item: str, deps: Deps) -> Response:
     """Who holds the claim (null when nobody), whether its lease has lapsed, and its history,
     oldest first."""

@@ -14,9 +14,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from contracts import Seat
+from contracts.api import CostPage, CostRecorded
 from contracts.money import CostFrame
 from pipeline.money import charge_of
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import Refusal, json_body, problem, validated
 from workers.ingress.v1 import read_json, require_seat, same_seat
 from workers.stores.costs import FrameConflict, FrameExpired, totals
@@ -27,7 +29,23 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 _NO_END_MS = 2**63
 
 
-@router.post("/seats/{seat}/cost", status_code=201)
+@router.post(
+    "/seats/{seat}/cost",
+    status_code=201,
+    response_model=CostRecorded,
+    responses=answers(
+        {200: (CostRecorded, "the same frame was recorded before (`duplicate`)")},
+        *GUARDED,
+        *BODY,
+        404,
+        409,
+        why={
+            404: "no seat of that name in the org (`unknown_seat`)",
+            409: "this turnId was recorded with another frame (`frame_conflict`)",
+        },
+    ),
+    openapi_extra=reads(CostFrame),
+)
 async def post_cost(seat: str, request: Request, deps: Deps) -> Response:
     """Record one turn cost frame for a seat; 201 `recorded` with its charge, 200 `duplicate`
     when the same frame came before."""
@@ -57,7 +75,13 @@ async def post_cost(seat: str, request: Request, deps: Deps) -> Response:
     )
 
 
-@router.get("/seats/{seat}/cost")
+@router.get(
+    "/seats/{seat}/cost",
+    response_model=CostPage,
+    responses=answers(
+        {}, *GUARDED, 404, 422, why={404: "no seat of that name in the org (`unknown_seat`)"}
+    ),
+)
 async def get_cost(
     seat: str,
     deps: Deps,
@@ -95,6 +119,7 @@ async def get_cost(
 def cost_frame(raw: bytes, seat: Seat, named: str) -> CostFrame:
     """The frame in the body, for the seat the path names (`named`); a 422 Refusal naming
     the field that is wrong."""
-    frame = validated(json_body(raw), CostFrame, "invalid_cost_frame")
+    # Read as written: money is never a float, not even a whole one (contracts/money.py).
+    frame = validated(json_body(raw, whole_numbers=False), CostFrame, "invalid_cost_frame")
     same_seat(frame.seat_id, seat, named, "invalid_cost_frame")
     return frame

@@ -23,15 +23,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field, StrictInt, StrictStr
 
 from contracts._base import StrictWire
+from contracts.api import DirectionLog, DirectionsPage, DirectionView, Receipt
 from contracts.tools import MAX_SAFE, ToolError
 from pipeline import decisions as rules
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import json_body, problem, validated
 from workers.ingress.v1 import read_json, require_token
 from workers.stages import directions as ops
@@ -104,7 +106,35 @@ def _person(deps: Deps, member_id: str, field: str) -> Response | None:
     return None
 
 
-@router.get("/decisions")
+# Documented, and checked by `_check_id` (its own 422, `invalid_direction_id`).
+DirectionPath = Annotated[str, Path(json_schema_extra={"pattern": DIRECTION_ID})]
+UNKNOWN = {404: "there is no direction of that id (`unknown_direction`)"}
+READ = answers({}, *GUARDED, 404, 422, why=UNKNOWN)
+WRITE = answers(
+    {},
+    *GUARDED,
+    *BODY,
+    404,
+    409,
+    why={
+        **UNKNOWN,
+        403: "a token of the wrong role, or a person the policy does not let act (`not_permitted`)",
+        409: "the direction's state refuses it (`voting_closed`, `voting_open`, `wrong_state`, "
+        "`revision_conflict`), or the clientRequestId was used for another write "
+        "(`request_conflict`)",
+        422: "a field is wrong (`detail` or `field` names it): also `unknown_member` and "
+        "`seat_not_person`",
+        503: "the direction changed under every attempt (`busy`), or a store is unavailable: "
+        "retry after Retry-After",
+    },
+)
+
+
+@router.get(
+    "/decisions",
+    response_model=DirectionsPage,
+    responses=answers({}, *GUARDED, 422, why={422: "`cursor` is not one of your listing's"}),
+)
 async def list_directions(
     deps: Deps,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
@@ -115,9 +145,9 @@ async def list_directions(
     return await _run(lambda: ops.page(deps.container, viewer, cursor, deps.clock_ms()))
 
 
-@router.get("/decisions/{direction_id}")
+@router.get("/decisions/{direction_id}", response_model=DirectionView, responses=READ)
 async def get_direction(
-    direction_id: str,
+    direction_id: DirectionPath,
     deps: Deps,
     member_id: Annotated[str | None, Query(alias="memberId")] = None,
 ) -> Response:
@@ -128,8 +158,8 @@ async def get_direction(
     return await _run(lambda: ops.read(deps.container, direction_id, member_id, deps.clock_ms()))
 
 
-@router.get("/decisions/{direction_id}/log")
-async def get_direction_log(direction_id: str, deps: Deps) -> Response:
+@router.get("/decisions/{direction_id}/log", response_model=DirectionLog, responses=READ)
+async def get_direction_log(direction_id: DirectionPath, deps: Deps) -> Response:
     """Every change of one direction, oldest first."""
     bad = _check_id(direction_id)
     if bad is not None:
@@ -140,8 +170,13 @@ async def get_direction_log(direction_id: str, deps: Deps) -> Response:
     return JSONResponse({"directionId": direction_id, "log": log})
 
 
-@router.post("/decisions/{direction_id}/votes")
-async def post_vote(direction_id: str, request: Request, deps: Deps) -> Response:
+@router.post(
+    "/decisions/{direction_id}/votes",
+    response_model=Receipt,
+    responses=WRITE,
+    openapi_extra=reads(HumanVote),
+)
+async def post_vote(direction_id: DirectionPath, request: Request, deps: Deps) -> Response:
     """A person's vote (weight 2), cast or changed before the deadline."""
     bad = _check_id(direction_id)
     if bad is not None:
@@ -167,8 +202,13 @@ async def post_vote(direction_id: str, request: Request, deps: Deps) -> Response
     )
 
 
-@router.post("/decisions/{direction_id}/end")
-async def post_end(direction_id: str, request: Request, deps: Deps) -> Response:
+@router.post(
+    "/decisions/{direction_id}/end",
+    response_model=Receipt,
+    responses=WRITE,
+    openapi_extra=reads(EndVoting),
+)
+async def post_end(direction_id: DirectionPath, request: Request, deps: Deps) -> Response:
     """The project owner (the frozen policy's ownerId) ends voting now."""
     bad = _check_id(direction_id)
     if bad is not None:
@@ -188,8 +228,13 @@ async def post_end(direction_id: str, request: Request, deps: Deps) -> Response:
     )
 
 
-@router.post("/decisions/{direction_id}/decide")
-async def post_decide(direction_id: str, request: Request, deps: Deps) -> Response:
+@router.post(
+    "/decisions/{direction_id}/decide",
+    response_model=Receipt,
+    responses=WRITE,
+    openapi_extra=reads(HumanDecision),
+)
+async def post_decide(direction_id: DirectionPath, request: Request, deps: Deps) -> Response:
     """The frozen policy's resolver, a person: resolve a tie, approve or reject."""
     bad = _check_id(direction_id)
     if bad is not None:

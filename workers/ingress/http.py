@@ -6,20 +6,28 @@ the budgeted call into the stores, and the two encodings of an answer.
     +-- Refusal       carries its own 4xx answer; the app's handler returns it as it is
     +-- Unavailable   journal/enqueue failed or ran out of budget; the app's 503 handler
     UNAVAILABLE       Redis, broker or socket errors: the same 503 handler (see app.py)
+    RequestValidationError   FastAPI's, for a path or query parameter: the same 422 as a body's
+    HTTPException     Starlette's (no such path, a method the path does not take): a problem
+
+Every refusal is one shape (contracts.api.Problem), whoever refuses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import redis
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from kombu.exceptions import OperationalError
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
 
 UNAVAILABLE = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
 
@@ -58,6 +66,53 @@ async def refused(_request: Request, exc: Exception) -> Response:
 async def unavailable(_request: Request, exc: Exception) -> Response:
     """The app's one 503: `Unavailable` and every error in UNAVAILABLE, never a 2xx."""
     return problem(503, "unavailable", str(exc))
+
+
+async def invalid_parameters(_request: Request, exc: Exception) -> Response:
+    """FastAPI's refusal of a path or query parameter, as the 422 a body's field gets
+    (`invalid_parameter`, `detail` naming each parameter by its wire name)."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {
+            "field": ".".join(str(p) for p in err["loc"][1:]) or str(err["loc"][0]),
+            "message": err["msg"],
+            "type": err["type"],
+        }
+        for err in exc.errors()
+    ]
+    return problem(422, "invalid_parameter", _joined(errors), detail=errors)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (404 for a path no route has, 405 for a method the path does
+    not take) as problems: `not_found`, `method_not_allowed`. A 405's Allow names every
+    method of the path: Starlette's names only those of the first route on it, and a path
+    served by two routes (GET and POST on `.../samples`) takes both."""
+    assert isinstance(exc, HTTPException)
+    code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_")
+    answer = problem(exc.status_code, code, str(exc.detail))
+    answer.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        answer.headers["Allow"] = ", ".join(allowed_methods(request))
+    return answer
+
+
+METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method a route on the request's path takes (asked of the routes themselves:
+    FastAPI keeps an included router's routes inside it)."""
+    routes: list[BaseRoute] = request.app.router.routes
+    return [
+        method
+        for method in METHODS
+        if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
+    ]
+
+
+def _joined(errors: Sequence[Mapping[str, str]]) -> str:
+    return "; ".join(f"{e['field']}: {e['message']}" for e in errors)
 
 
 class BodyTooLarge(Exception):
@@ -114,12 +169,15 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     ]
 
 
-def parse_json(raw: bytes) -> object:
+def parse_json(raw: bytes, *, whole_numbers: bool = False) -> object:
     """The body as JSON, or ValueError saying why not: not JSON or not UTF-8, an integer of
     more digits than Python reads (4,300), nesting deeper than it recurses, or a string with
-    a lone surrogate (`"\\ud800"` is valid JSON but no text Redis or a client can hold)."""
+    a lone surrogate (`"\\ud800"` is valid JSON but no text Redis or a client can hold).
+
+    `whole_numbers`: a number without a fraction is an int however it is spelt (`7.0` is 7),
+    as JSON Schema's `integer` reads it (JSON has one number type)."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_float=_whole if whole_numbers else None)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     try:
@@ -131,24 +189,30 @@ def parse_json(raw: bytes) -> object:
     return data
 
 
-def json_body(raw: bytes) -> object:
-    """The body as JSON; a 422 Refusal (`invalid_json`, field `(body)`) when it is not."""
+def _whole(text: str) -> float | int:
+    number = float(text)
+    return int(number) if number.is_integer() else number
+
+
+def json_body(raw: bytes, error: str = "invalid_json", *, whole_numbers: bool = True) -> object:
+    """The body as JSON, whole numbers as ints (`parse_json`); a 422 Refusal (`error`, field
+    `(body)`) when it is not JSON."""
     try:
-        return parse_json(raw)
+        return parse_json(raw, whole_numbers=whole_numbers)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         detail = [{"field": "(body)", "message": str(exc), "type": "json_invalid"}]
-        raise Refusal(
-            problem(422, "invalid_json", f"the body is not JSON: {exc}", detail=detail)
-        ) from None
+        raise Refusal(problem(422, error, f"the body is not JSON: {exc}", detail=detail)) from None
 
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def validated(data: object, model: type[M], error: str) -> M:
-    """`data` as `model`; a 422 Refusal (`error`) naming every field that is wrong."""
+    """`data` (parsed JSON) as `model`; a 422 Refusal (`error`) naming every field that is
+    wrong. Read as JSON, strictly, as the OpenAPI document says the body: `true` is no
+    integer, `"1"` no number, `1` no boolean."""
     try:
-        return model.model_validate(data)
+        return model.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         raise Refusal(invalid(error, exc)) from None
 
@@ -156,12 +220,7 @@ def validated(data: object, model: type[M], error: str) -> M:
 def invalid(error: str, exc: ValidationError) -> JSONResponse:
     """A 422 naming every field that is wrong."""
     errors = field_errors(exc)
-    return problem(
-        422,
-        error,
-        "; ".join(f"{e['field']}: {e['message']}" for e in errors),
-        detail=errors,
-    )
+    return problem(422, error, _joined(errors), detail=errors)
 
 
 async def within_budget(budget_s: float, work: Awaitable[T]) -> T:

@@ -1,27 +1,48 @@
-"""The ingress's Prometheus metrics, and the one middleware that counts requests by route and
-status. A pure ASGI middleware: it wraps `send` and reads the status off the response start,
-with no per-request Request object or task (BaseHTTPMiddleware costs both, on the provider
-routes' hot path too)."""
+"""The ingress's Prometheus metrics: its own (requests by route and status, its own 429s),
+this process's stage figures (workers/telemetry: embedded mode runs the stages here), and the
+cluster's, read from Redis and the broker at each scrape (`ClusterFigures`). The one
+middleware that counts requests is a pure ASGI middleware: it wraps `send` and reads the
+status off the response start, with no per-request Request object or task
+(BaseHTTPMiddleware costs both, on the provider routes' hot path too)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import redis
+from celery import Celery
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from contracts.ops import ClusterStatus
+from workers.container import Container
+from workers.status import cluster_status
+from workers.telemetry import telemetry
+
+log = logging.getLogger("seatwire.metrics")
 
 # A route is counted by its (method, endpoint): a 405 on its path is not that route.
 RouteLabels = Mapping[tuple[str, object], str]
+
+# How long a scrape waits for the cluster's figures, well inside Prometheus's default
+# scrape timeout (10 s): past it the scrape goes on without them.
+CLUSTER_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)
 class IngressMetrics:
     registry: CollectorRegistry
     requests: Counter
+    rate_limited: Counter
     # One Prometheus child per (route, status), looked up once (labels() is not free).
     _children: dict[tuple[str, int], Any] = field(default_factory=dict)
 
@@ -34,9 +55,15 @@ class IngressMetrics:
             ["route", "status"],
             registry=registry,
         )
+        rate_limited = Counter(
+            "seatwire_ingress_rate_limited",
+            "Requests the ingress's per-source rate limit answered 429, before any route",
+            registry=registry,
+        )
         if overflowed is not None:
             registry.register(InboxOverflow(overflowed))
-        return cls(registry=registry, requests=requests)
+        registry.register(Served(telemetry().registry))
+        return cls(registry=registry, requests=requests, rate_limited=rate_limited)
 
     def count(self, route: str, status: int) -> None:
         key = (route, status)
@@ -44,6 +71,16 @@ class IngressMetrics:
         if child is None:
             child = self._children[key] = self.requests.labels(route, str(status))
         child.inc()
+
+
+class Served(Collector):
+    """Another registry's metrics, served in this one (this process's stage figures)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        return self.registry.collect()
 
 
 class InboxOverflow(Collector):
@@ -67,8 +104,130 @@ class InboxOverflow(Collector):
         )
 
 
+def cluster_families(status: ClusterStatus | None) -> list[Metric]:
+    """The cluster's figures as metric families; with no status (it could not be read), only
+    `seatwire_cluster_status_up` 0, so a missing figure is seen as missing, never as 0."""
+    up = GaugeMetricFamily(
+        "seatwire_cluster_status_up",
+        "1 when this scrape read the cluster's figures from Redis and the broker, else 0",
+        value=0 if status is None else 1,
+    )
+    if status is None:
+        return [up]
+    queues = GaugeMetricFamily(
+        "seatwire_queue_depth", "Messages waiting on the broker, by queue", labels=["queue"]
+    )
+    for queue, depth in sorted(status.queues.items()):
+        queues.add_metric([queue], depth)
+    journal = GaugeMetricFamily(
+        "seatwire_journal_entries",
+        "Journal entries by state: open (not final yet), overdue (open past their deadline: "
+        "the sweeper's), failed (a stage gave up)",
+        labels=["state"],
+    )
+    journal.add_metric(["open"], status.journal_open)
+    journal.add_metric(["overdue"], status.journal_overdue)
+    journal.add_metric(["failed"], status.journal_failed)
+    ticks = GaugeMetricFamily(
+        "seatwire_last_tick_timestamp_seconds",
+        "When each beat-driven tick (sweep, steward, controller) last finished, Unix seconds",
+        labels=["tick"],
+    )
+    for tick, at_ms in sorted(status.ticks.items()):
+        ticks.add_metric([tick], at_ms / 1000)
+    return [
+        up,
+        queues,
+        GaugeMetricFamily(
+            "seatwire_dlq_messages", "Messages in the dead-letter queue", value=status.dlq
+        ),
+        journal,
+        GaugeMetricFamily(
+            "seatwire_parked_messages",
+            "Stage messages parked until they are due (beat re-enqueues them)",
+            value=status.parked,
+        ),
+        GaugeMetricFamily(
+            "seatwire_beat_leader",
+            "1 while a beat holds the leader lease, else 0",
+            value=0 if status.beat_leader is None else 1,
+        ),
+        ticks,
+    ]
+
+
+class ClusterFigures(Collector):
+    """The cluster-wide figures (workers/status.py `cluster_status`): queue depth per queue,
+    the DLQ, open, overdue and failed journal entries, parked messages, the beat leader and
+    each tick's last finish. Every process shares them, so they are read once, here, at each
+    scrape. A read that fails or outlasts `budget_s` is logged and the scrape goes on with
+    `seatwire_cluster_status_up` 0; while a slow read is still running, the next scrape waits
+    for that one rather than starting another."""
+
+    def __init__(self, read: Callable[[], ClusterStatus], *, budget_s: float) -> None:
+        self.read = read
+        self.budget_s = budget_s
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seatwire-cluster")
+        self._pending: Future[ClusterStatus] | None = None
+
+    def describe(self) -> list[Metric]:
+        """The families' names without a read: the registry checks them for clashes."""
+        blank = ClusterStatus(
+            at_ms=0,
+            queues={},
+            dlq=0,
+            journal_open=0,
+            journal_overdue=0,
+            journal_failed=0,
+            parked=0,
+            beat_leader=None,
+            beat_token=None,
+            ticks={},
+        )
+        return cluster_families(blank)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from cluster_families(self._status())
+
+    def _status(self) -> ClusterStatus | None:
+        pending = self._pending
+        if pending is None or pending.done():
+            pending = self._pending = self._pool.submit(self.read)
+        try:
+            return pending.result(timeout=self.budget_s)
+        except FutureTimeout:
+            log.warning("the cluster's figures took over %.1f s: not scraped", self.budget_s)
+        except Exception as exc:
+            log.warning("could not read the cluster's figures: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def cluster_reader(
+    container: Container, app: Celery, clock_ms: Callable[[], int]
+) -> Callable[[], ClusterStatus]:
+    """The scrape's read of the cluster's figures (the queues through `app`'s broker), on a
+    Redis client of its own that gives up at once (the stores' client retries for seconds,
+    longer than a scrape may wait)."""
+    settings = container.settings
+    client = container.redis
+    if settings.redis_url is not None:  # embedded: the in-process stand-in
+        client = redis.Redis.from_url(
+            settings.redis_url,
+            socket_timeout=1.0,
+            socket_connect_timeout=1.0,
+            retry=Retry(NoBackoff(), retries=0),
+        )
+    reading = replace(container, redis=client, app=app)
+
+    def read() -> ClusterStatus:
+        return cluster_status(reading, now_ms=clock_ms())
+
+    return read
+
+
 class RequestMetrics:
-    """Counts each answer of a labelled route (`labels`) in `seatwire_ingress_requests`."""
+    """Counts each answer of a labelled route (`labels`) in `seatwire_ingress_requests`, and
+    each 429 the rate limit answered before routing in `seatwire_ingress_rate_limited`."""
 
     def __init__(self, app: ASGIApp, *, metrics: IngressMetrics, labels: RouteLabels) -> None:
         self.app = app
@@ -82,10 +241,14 @@ class RequestMetrics:
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
-                # The router has put the matched endpoint in the scope by now.
-                label = self.labels.get((scope["method"], scope.get("endpoint")))
+                # The router has put the matched endpoint in the scope by now, unless the
+                # rate limit answered before it ran.
+                endpoint = scope.get("endpoint")
+                label = self.labels.get((scope["method"], endpoint))
                 if label is not None:
                     self.metrics.count(label, message["status"])
+                elif endpoint is None and message["status"] == 429:
+                    self.metrics.rate_limited.inc()
             await send(message)
 
         await self.app(scope, receive, counted)

@@ -20,10 +20,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from contracts.api import ObjectivesPage, SampleRecorded, SamplesPage
 from contracts.goals import Objective, Sample
 from pipeline.goals.admission import decide_for_gap
 from pipeline.goals.kpi import gap_for
 from workers.ingress.deps import Deps, IngressDeps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import Refusal, field_errors, parse_json, problem
 from workers.ingress.v1 import read_json, require_token
 from workers.stores.audit import AuditRecord
@@ -32,8 +34,23 @@ MAX_FUTURE_SKEW_MS = 5 * 60 * 1000  # a sensor's clock may run a little ahead, n
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 
+UNKNOWN_OBJECTIVE = {404: "no objective of that key in the org (`unknown_objective`)"}
 
-@router.post("/objectives/{key}/samples", status_code=201)
+
+@router.post(
+    "/objectives/{key}/samples",
+    status_code=201,
+    response_model=SampleRecorded,
+    responses=answers(
+        {200: (SampleRecorded, "the same sample was recorded before (`duplicate`)")},
+        *GUARDED,
+        *BODY,
+        404,
+        409,
+        why={**UNKNOWN_OBJECTIVE, 409: "this sample id was recorded with other content"},
+    ),
+    openapi_extra=reads(Sample),
+)
 async def post_sample(key: str, request: Request, deps: Deps) -> Response:
     """Record one KPI sample; 201 when new, 200 `duplicate` when it was already recorded."""
     raw = await read_json(request, deps.settings.max_body_bytes)
@@ -57,7 +74,7 @@ async def post_sample(key: str, request: Request, deps: Deps) -> Response:
     return JSONResponse(body, status_code=201 if done.outcome == "recorded" else 200)
 
 
-@router.get("/objectives")
+@router.get("/objectives", response_model=ObjectivesPage, responses=answers({}, *GUARDED))
 async def get_objectives(deps: Deps) -> Response:
     """Every objective of the org with its current gap, what the gap alone says, and the
     steward's last decision."""
@@ -82,7 +99,11 @@ async def get_objectives(deps: Deps) -> Response:
     return JSONResponse({"objectives": rows, "count": len(rows), "nowMs": now})
 
 
-@router.get("/objectives/{key}/samples")
+@router.get(
+    "/objectives/{key}/samples",
+    response_model=SamplesPage,
+    responses=answers({}, *GUARDED, 404, 422, why=UNKNOWN_OBJECTIVE),
+)
 async def get_samples(
     key: str, deps: Deps, limit: int = Query(default=100, ge=1, le=500)
 ) -> Response:
@@ -126,7 +147,7 @@ def sample_of(raw: bytes, *, now_ms: int) -> Sample:
     """The sample in the body; a 422 Refusal naming the field that is wrong. Strict: `"3"`
     and `true` are not numbers, NaN and infinity (which Python's json reads) are refused."""
     try:
-        data = parse_json(raw)
+        data = parse_json(raw, whole_numbers=True)
     except ValueError as exc:
         raise Refusal(
             refuse("invalid_json", f"the body is not JSON: {exc}", "(body)", "json_invalid")

@@ -5,22 +5,34 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from contracts.api import Health, Readiness
 from workers.ingress.deps import Deps, IngressDeps
+from workers.ingress.docs import RETRY_AFTER
 from workers.ingress.http import UNAVAILABLE
 
 router = APIRouter()
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health)
 async def healthz() -> dict[str, str]:
     """The process is up (it says nothing about Redis or the broker)."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={
+        503: {
+            "model": Readiness,
+            "description": "Redis or the broker does not answer (`checks` says which)",
+            "headers": RETRY_AFTER,
+        }
+    },
+)
 async def readyz(deps: Deps) -> Response:
     """Ready only when Redis and the broker both answer."""
     checks = await run_in_threadpool(probe, deps)
@@ -32,9 +44,20 @@ async def readyz(deps: Deps) -> Response:
     )
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={
+        200: {
+            "description": "Prometheus's text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def metrics(deps: Deps) -> Response:
-    return Response(generate_latest(deps.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    # Off the event loop: the cluster's figures are read from Redis and the broker.
+    body = await run_in_threadpool(generate_latest, deps.metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 def probe(deps: IngressDeps) -> dict[str, str]:

@@ -17,13 +17,21 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from contracts.api import ProjectNotified
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import json_body, validated
 from workers.ingress.v1 import read_json, require_token
 from workers.stores.project import ProjectEvent
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
-By = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+# Something besides the whitespace pydantic strips (Rust's `trim`, which keeps \x1c-\x1f).
+NOT_BLANK = r"[^\t-\r\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+By = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+    Field(json_schema_extra={"pattern": NOT_BLANK}),
+]
 
 
 class ProjectChange(BaseModel):
@@ -58,25 +66,40 @@ async def _notify(
     )
 
 
-@router.post("/project/start")
-async def post_start(request: Request, deps: Deps) -> Response:
+NOTIFIED = answers({}, *GUARDED, *BODY)
+CHANGE = reads(ProjectChange, required=False, description="an empty body is `{}`")
+
+
+@router.post(
+    "/project/start", response_model=ProjectNotified, responses=NOTIFIED, openapi_extra=CHANGE
+)
+async def start_project(request: Request, deps: Deps) -> Response:
     """Start the project: every seat hears of it; the controller then runs them."""
     return await _notify(request, deps, "start", ProjectChange)
 
 
-@router.post("/project/pause")
-async def post_pause(request: Request, deps: Deps) -> Response:
+@router.post(
+    "/project/pause", response_model=ProjectNotified, responses=NOTIFIED, openapi_extra=CHANGE
+)
+async def pause_project(request: Request, deps: Deps) -> Response:
     """Pause the project: every seat's turns wait (a running turn is asked to stop)."""
     return await _notify(request, deps, "pause", ProjectChange)
 
 
-@router.post("/project/resume")
-async def post_resume(request: Request, deps: Deps) -> Response:
+@router.post(
+    "/project/resume", response_model=ProjectNotified, responses=NOTIFIED, openapi_extra=CHANGE
+)
+async def resume_project(request: Request, deps: Deps) -> Response:
     """Resume the project."""
     return await _notify(request, deps, "resume", ProjectChange)
 
 
-@router.post("/project/announcements")
-async def post_announcement(request: Request, deps: Deps) -> Response:
+@router.post(
+    "/project/announcements",
+    response_model=ProjectNotified,
+    responses=NOTIFIED,
+    openapi_extra=reads(Announcement),
+)
+async def announce(request: Request, deps: Deps) -> Response:
     """An announcement to every seat (project-only news: the seats' turns are spread out)."""
     return await _notify(request, deps, "announcement", Announcement)

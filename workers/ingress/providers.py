@@ -30,6 +30,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from pipeline.signatures import Refused
+from workers.ingress.docs import COMPONENTS, answers
 from workers.ingress.http import Refusal, parse_json, problem
 
 MAX_DELIVERY_ID = 120
@@ -62,42 +63,89 @@ def pong() -> JSONResponse:
 
 def provider_paths() -> dict[str, Any]:
     """The OpenAPI entries of the provider routes (plain Starlette routes, so FastAPI does not
-    list them itself). Their bodies are the providers' own; see their documentation."""
-    answers = {
-        "200": "accepted, duplicate, skipped (with its reason: `unsupported_event:<type>` for "
-        "an event Seatwire does not read, `missing_field:<path>` for one without what it "
-        "would read), or the provider's handshake",
-        "400": "not a JSON object, not the provider's envelope, or a malformed id or header",
-        "401": "a missing, malformed or wrong signature, or a timestamp out of tolerance",
-        "404": "this provider's secret is not configured",
-        "413": "the body is over the size limit",
-        "415": "a content type other than JSON (GitHub: or a form with `payload`)",
-        "503": "journal or enqueue unavailable or over budget: retry (Retry-After)",
+    list them itself). Their bodies are the providers' own (see their documentation); they
+    take no bearer token: the signature headers are their authentication."""
+    refusals = {
+        400: "not a JSON object, not the provider's envelope, or a malformed id or header",
+        401: "a missing, malformed or wrong signature, or a timestamp out of tolerance",
+        404: "this provider's secret is not configured",
+        415: "a content type the provider route does not read",
     }
-    responses = {code: {"description": text} for code, text in answers.items()}
-    body = {
-        "required": True,
-        "content": {"application/json": {"schema": {"type": "object"}}},
+    responses = {
+        str(status): answer
+        for status, answer in answers({}, *refusals, 413, 429, 503, why=refusals).items()
     }
+    for answer in responses.values():
+        answer["content"] = {"application/json": {"schema": {"$ref": COMPONENTS + "Problem"}}}
+        del answer["model"]
+    receipt = {"$ref": COMPONENTS + "ProviderReceipt"}
+    slack_ok = {"anyOf": [receipt, {"$ref": COMPONENTS + "SlackChallenge"}]}
+    event = {"type": "object", "description": "the provider's event envelope"}
     return {
         "/webhooks/slack": {
             "post": {
                 "summary": "Slack Events API",
                 "description": "Signed with X-Slack-Signature over `v0:{timestamp}:{body}`; "
-                "X-Slack-Request-Timestamp within 5 minutes. Answers url_verification.",
+                "X-Slack-Request-Timestamp within 5 minutes. Answers url_verification with "
+                "its challenge. A refusal carries X-Slack-No-Retry.",
                 "operationId": "slack_events",
-                "requestBody": body,
-                "responses": responses,
+                "security": [],
+                "parameters": [
+                    _header("X-Slack-Signature", "`v0=` and the HMAC-SHA256 of the base string"),
+                    _header("X-Slack-Request-Timestamp", "Unix seconds, within 5 minutes"),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": event}},
+                },
+                "responses": {"200": _ok(slack_ok), **responses},
             }
         },
         "/webhooks/github": {
             "post": {
                 "summary": "GitHub webhooks",
                 "description": "Signed with X-Hub-Signature-256; X-GitHub-Event and "
-                "X-GitHub-Delivery required. Answers ping.",
+                "X-GitHub-Delivery required. Answers ping with `pong`.",
                 "operationId": "github_events",
-                "requestBody": body,
-                "responses": responses,
+                "security": [],
+                "parameters": [
+                    _header("X-Hub-Signature-256", "`sha256=` and the HMAC-SHA256 of the body"),
+                    _header("X-GitHub-Event", "the event's name (`issues`, `ping`, ...)"),
+                    _header("X-GitHub-Delivery", "the delivery's GUID"),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": event},
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"payload": {"type": "string"}},
+                                "required": ["payload"],
+                            }
+                        },
+                    },
+                },
+                "responses": {"200": _ok(receipt), **responses},
             }
         },
+    }
+
+
+def _header(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string"},
+    }
+
+
+def _ok(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "description": "accepted, duplicate, skipped (with its reason: `unsupported_event:<type>` "
+        "for an event Seatwire does not read, `missing_field:<path>` for one without what it "
+        "would read), or the provider's handshake",
+        "content": {"application/json": {"schema": schema}},
     }

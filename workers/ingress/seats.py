@@ -19,10 +19,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
+from contracts.api import OutcomeAccepted, OutcomeDuplicate, SeatStatus
 from contracts.controller import TurnMessage, TurnOutcome
 from pipeline.turns import Control, status_of
 from workers.broker import publish
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import json_body, problem, validated
 from workers.ingress.v1 import read_json, require_seat, require_token
 from workers.queues import Task
@@ -30,8 +32,15 @@ from workers.queues import Task
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 seat_router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
+UNKNOWN_SEAT = {404: "no seat of that name in the org (`unknown_seat`)"}
+CONTROL = answers({}, *GUARDED, 404, 429, why=UNKNOWN_SEAT)
 
-@router.get("/seats/{seat}/status")
+
+@router.get(
+    "/seats/{seat}/status",
+    response_model=SeatStatus,
+    responses=answers({}, *GUARDED, 404, why=UNKNOWN_SEAT),
+)
 async def get_status(seat: str, deps: Deps) -> Response:
     """The seat's last decision and reason, streak, session, next retry and last turns."""
     known = deps.seat(seat)
@@ -47,25 +56,41 @@ async def _control(seat: str, deps: Deps, what: Control) -> Response:
     return JSONResponse(status_of(known, run))
 
 
-@router.post("/seats/{seat}/pause")
-async def post_pause(seat: str, deps: Deps) -> Response:
+@router.post("/seats/{seat}/pause", response_model=SeatStatus, responses=CONTROL)
+async def pause_seat(seat: str, deps: Deps) -> Response:
     """Hold the seat's turns (a running turn is asked to stop: the decision says interrupt)."""
     return await _control(seat, deps, "pause")
 
 
-@router.post("/seats/{seat}/resume")
-async def post_resume(seat: str, deps: Deps) -> Response:
+@router.post("/seats/{seat}/resume", response_model=SeatStatus, responses=CONTROL)
+async def resume_seat(seat: str, deps: Deps) -> Response:
     """Let the seat's turns run again."""
     return await _control(seat, deps, "resume")
 
 
-@router.post("/seats/{seat}/run-now")
-async def post_run_now(seat: str, deps: Deps) -> Response:
+@router.post("/seats/{seat}/run-now", response_model=SeatStatus, responses=CONTROL)
+async def run_seat_now(seat: str, deps: Deps) -> Response:
     """Run a turn on the next tick, clearing a stop for failures (the operator's word)."""
     return await _control(seat, deps, "run-now")
 
 
-@seat_router.post("/seats/{seat}/turns/{turn}/outcome")
+@seat_router.post(
+    "/seats/{seat}/turns/{turn}/outcome",
+    status_code=202,
+    response_model=OutcomeAccepted,
+    responses=answers(
+        {200: (OutcomeDuplicate, "the same outcome of a finished turn (`duplicate`)")},
+        *GUARDED,
+        *BODY,
+        404,
+        409,
+        why={
+            **UNKNOWN_SEAT,
+            409: "`turn_not_started`, `turn_unknown`, or `turn_finished` (with another outcome)",
+        },
+    ),
+    openapi_extra=reads(TurnOutcome),
+)
 async def post_outcome(seat: str, turn: str, request: Request, deps: Deps) -> Response:
     """Report how the seat's turn `turn` ended: 202 once it is on its way to the turns stage,
     which settles it; 200 for the same outcome of a finished turn; 409 otherwise."""

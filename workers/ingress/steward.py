@@ -26,8 +26,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
+from contracts.api import AuditPage, OverrideRecorded, OverridesPage
 from contracts.steward import OverrideRequest
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import json_body, problem, validated
 from workers.ingress.objectives import known_objective
 from workers.ingress.v1 import read_json, require_token
@@ -35,8 +37,14 @@ from workers.stores.overrides import OverrideRefused
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 
+UNKNOWN_OBJECTIVE = {404: "no objective of that key in the org (`unknown_objective`)"}
 
-@router.get("/steward/audit")
+
+@router.get(
+    "/steward/audit",
+    response_model=AuditPage,
+    responses=answers({}, *GUARDED, 404, 422, why=UNKNOWN_OBJECTIVE),
+)
 async def get_audit(
     deps: Deps,
     objective: str | None = None,
@@ -48,7 +56,26 @@ async def get_audit(
     return JSONResponse({"entries": [r.to_wire() for r in records], "count": len(records)})
 
 
-@router.post("/steward/overrides", status_code=201)
+@router.post(
+    "/steward/overrides",
+    status_code=201,
+    response_model=OverrideRecorded,
+    responses=answers(
+        {200: (OverrideRecorded, "the same override is already active (`duplicate`)")},
+        *GUARDED,
+        *BODY,
+        404,
+        409,
+        why={
+            **UNKNOWN_OBJECTIVE,
+            409: "`objective_not_active`, or `override_exists` (another active override holds "
+            "that candidate)",
+            422: "a field is wrong (`detail` names it): also `unknown_member` (`by`) and "
+            "`unknown_candidate`",
+        },
+    ),
+    openapi_extra=reads(OverrideRequest),
+)
 async def post_override(request: Request, deps: Deps) -> Response:
     """Record one operator override; 201 when new, 200 `duplicate` when already recorded."""
     raw = await read_json(request, deps.settings.max_body_bytes)
@@ -68,7 +95,11 @@ async def post_override(request: Request, deps: Deps) -> Response:
     )
 
 
-@router.get("/steward/overrides")
+@router.get(
+    "/steward/overrides",
+    response_model=OverridesPage,
+    responses=answers({}, *GUARDED, 404, 422, why=UNKNOWN_OBJECTIVE),
+)
 async def get_overrides(
     deps: Deps,
     objective: str | None = None,

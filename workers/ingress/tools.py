@@ -16,7 +16,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
+from contracts.api import ToolResult
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers
 from workers.ingress.http import json_body, problem
 from workers.ingress.v1 import read_json, require_seat
 from workers.tools import ToolContext, ToolError, call, load
@@ -25,7 +27,32 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 load()
 
 
-@router.post("/seats/{seat}/tools/{name}")
+@router.post(
+    "/seats/{seat}/tools/{name}",
+    response_model=ToolResult,
+    responses=answers(
+        {},
+        *GUARDED,
+        *BODY,
+        404,
+        409,
+        501,
+        why={
+            403: "a token of the wrong role or seat, or a tool's own refusal",
+            404: "no such tool (`unknown_tool`), or what the arguments name does not exist",
+            409: "the tool's refusal: the call conflicts with what is recorded",
+            422: "arguments the tool's input schema refuses (`field` names the argument)",
+        },
+    ),
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "description": "the tool's arguments (its input schema is in `tools/list` over "
+            "/mcp); an empty body is no arguments",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
 async def post_tool(seat: str, name: str, request: Request, deps: Deps) -> Response:
     """Call one of the seat's tools with the JSON arguments in the body."""
     raw = await read_json(request, deps.settings.max_body_bytes)

@@ -10,6 +10,9 @@ nothing), each of which also gives the OpenAPI document its bearer scheme:
 - `require_token` (`router`): every other route takes only an operator token: a seat token
   is 403 `operator_only`.
 
+Each role is its own bearer scheme in the OpenAPI document (`operatorToken`, `seatToken`), so a
+generated client and a reader see which token a route takes.
+
 No token, or one nobody issued (or revoked), is 401 `unauthorized`. Then, in order, before
 anything is written: 413 (size), 415 (content type), 404 (seat), 422 (the field that is
 wrong), 409 (a revision or delivery id reused for other content). A step that refuses
@@ -19,26 +22,27 @@ raises `Refusal`; an unreachable store raises and is the app's 503 (see app.py).
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import ValidationError
 
-from contracts import Candidate, Seat, Trace, WorkReport
+from contracts import Candidate, Seat, Trace, UpdatesPage, WorkReport
+from contracts.api import AckRequest, EventAccepted, LedgerPage, WorkAccepted
+from contracts.ops import WorkStatus
 from workers.ingress.accept import accept_inbound, accept_work
 from workers.ingress.auth import Caller
 from workers.ingress.deps import Deps
+from workers.ingress.docs import BODY, GUARDED, answers, reads
 from workers.ingress.http import (
     BodyTooLarge,
     Refusal,
-    invalid,
     json_answer,
     json_body,
     media_type,
+    parse_json,
     problem,
     read_body,
     read_capped,
@@ -48,15 +52,23 @@ from workers.ingress.http import (
 from workers.status import work_status
 from workers.stores.inbox import AckBeyondLast
 
-bearer = HTTPBearer(
+operator_bearer = HTTPBearer(
+    scheme_name="operatorToken",
     auto_error=False,
-    description="A seat's token on that seat's routes, an operator token on the others "
-    "(SEATWIRE_API_TOKEN is one; `seatwire token issue` makes more).",
+    description="An operator token (SEATWIRE_API_TOKEN is one; `seatwire token issue` makes "
+    "more): every /v1 route but a seat's own.",
 )
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+seat_bearer = HTTPBearer(
+    scheme_name="seatToken",
+    auto_error=False,
+    description="The token of the seat the path names (`seatwire token issue --seat SEAT`): "
+    "that seat's own routes.",
+)
+OperatorCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(operator_bearer)]
+SeatCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(seat_bearer)]
 
 
-async def authenticated(deps: Deps, credentials: Credentials) -> Caller:
+async def authenticated(deps: Deps, credentials: HTTPAuthorizationCredentials | None) -> Caller:
     """The caller a bearer token names; a 401 Refusal for no token or an unknown one."""
     token = "" if credentials is None else credentials.credentials.strip()
     caller = await deps.auth.caller_async(token)
@@ -65,7 +77,7 @@ async def authenticated(deps: Deps, credentials: Credentials) -> Caller:
     return caller
 
 
-async def require_token(deps: Deps, credentials: Credentials) -> Caller:
+async def require_token(deps: Deps, credentials: OperatorCredentials) -> Caller:
     """An operator's routes: 401 without a valid token, 403 `operator_only` for a seat's."""
     caller = await authenticated(deps, credentials)
     if caller.role != "operator":
@@ -75,7 +87,7 @@ async def require_token(deps: Deps, credentials: Credentials) -> Caller:
     return caller
 
 
-async def require_seat(request: Request, deps: Deps, credentials: Credentials) -> Caller:
+async def require_seat(request: Request, deps: Deps, credentials: SeatCredentials) -> Caller:
     """A seat's own routes (`/v1/seats/{seat}/...`): 401 without a valid token, 403
     `seat_only` for an operator token, 403 `wrong_seat` for another seat's token."""
     caller = await authenticated(deps, credentials)
@@ -104,8 +116,23 @@ async def require_seat(request: Request, deps: Deps, credentials: Credentials) -
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 seat_router = APIRouter(prefix="/v1", dependencies=[Depends(require_seat)])
 
+UNKNOWN_SEAT = {404: "no seat of that name in the org (`unknown_seat`)"}
 
-@seat_router.post("/seats/{seat}/work", status_code=202)
+
+@seat_router.post(
+    "/seats/{seat}/work",
+    status_code=202,
+    response_model=WorkAccepted,
+    responses=answers(
+        {},
+        *GUARDED,
+        *BODY,
+        404,
+        409,
+        why={**UNKNOWN_SEAT, 409: "this revision was reported with other content"},
+    ),
+    openapi_extra=reads(WorkReport),
+)
 async def post_work(seat: str, request: Request, deps: Deps) -> Response:
     """Report a piece of a seat's work; 202 with a tracking id once it is journalled."""
     raw = await read_json(request, deps.settings.max_body_bytes)
@@ -114,7 +141,11 @@ async def post_work(seat: str, request: Request, deps: Deps) -> Response:
     return await accept_work(deps, known.member_id, report)
 
 
-@seat_router.get("/seats/{seat}/updates")
+@seat_router.get(
+    "/seats/{seat}/updates",
+    response_model=UpdatesPage,
+    responses=answers({}, *GUARDED, 404, why=UNKNOWN_SEAT),
+)
 async def get_updates(seat: str, deps: Deps) -> Response:
     """A seat's unacknowledged inbox items, oldest first (at most 50 items or 64 KB); the
     same items come back until `POST .../updates/ack` acknowledges their position."""
@@ -123,7 +154,24 @@ async def get_updates(seat: str, deps: Deps) -> Response:
     return JSONResponse(page.to_wire())
 
 
-@seat_router.post("/seats/{seat}/updates/ack")
+@seat_router.post(
+    "/seats/{seat}/updates/ack",
+    response_model=UpdatesPage,
+    responses=answers(
+        {},
+        *GUARDED,
+        404,
+        409,
+        422,
+        429,
+        why={
+            **UNKNOWN_SEAT,
+            409: "`position` is beyond the last item (`ack_beyond_last`, with `last`)",
+            422: "not an object with a non-negative integer `position` (`invalid_ack`)",
+        },
+    ),
+    openapi_extra=reads(AckRequest),
+)
 async def ack_updates(seat: str, request: Request, deps: Deps) -> Response:
     """Acknowledge every inbox item up to `position`; answers with the next page."""
     known = deps.seat(seat)
@@ -135,7 +183,13 @@ async def ack_updates(seat: str, request: Request, deps: Deps) -> Response:
     return JSONResponse(page.to_wire())
 
 
-@router.get("/work/{tracking_id}")
+@router.get(
+    "/work/{tracking_id}",
+    response_model=WorkStatus,
+    responses=answers(
+        {}, *GUARDED, 404, why={404: "nothing was accepted as it (`unknown_tracking_id`)"}
+    ),
+)
 async def get_work(tracking_id: str, deps: Deps) -> Response:
     """Where one reported piece of work stands: its state, decision and send."""
     found = await run_in_threadpool(work_status, deps.container, tracking_id)
@@ -144,7 +198,11 @@ async def get_work(tracking_id: str, deps: Deps) -> Response:
     return JSONResponse(found.to_wire())
 
 
-@router.get("/ledger")
+@router.get(
+    "/ledger",
+    response_model=LedgerPage,
+    responses=answers({}, *GUARDED, 404, 422, why=UNKNOWN_SEAT),
+)
 async def get_ledger(
     deps: Deps,
     seat: str | None = None,
@@ -159,7 +217,13 @@ async def get_ledger(
     return JSONResponse({"rows": [r.to_wire() for r in rows], "count": len(rows)})
 
 
-@router.get("/trace/{delivery_id:path}", response_model=Trace)
+@router.get(
+    "/trace/{delivery_id:path}",
+    response_model=Trace,
+    responses=answers(
+        {}, *GUARDED, 404, why={404: "no inbound event of that delivery id (`unknown_delivery`)"}
+    ),
+)
 async def get_trace(delivery_id: str, deps: Deps) -> Response:
     """Everything decided about one inbound event: whether it was accepted, skipped or
     resolved, and for every seat whether it was directed there and why (or why not)."""
@@ -169,14 +233,19 @@ async def get_trace(delivery_id: str, deps: Deps) -> Response:
     return JSONResponse(trace.to_wire())
 
 
-@router.post("/events", status_code=202)
+@router.post(
+    "/events",
+    status_code=202,
+    response_model=EventAccepted,
+    responses=answers(
+        {}, *GUARDED, *BODY, 409, why={409: "this delivery id came with other content"}
+    ),
+    openapi_extra=reads(Candidate),
+)
 async def post_event(request: Request, deps: Deps) -> Response:
     """A normalised `Candidate` from any other source; 202 once it is journalled."""
     raw = await read_json(request, deps.settings.max_body_bytes)
-    try:
-        candidate = Candidate.model_validate_json(raw)
-    except ValidationError as exc:
-        raise Refusal(invalid("invalid_candidate", exc)) from None
+    candidate = validated(json_body(raw, "invalid_candidate"), Candidate, "invalid_candidate")
     fingerprint = hashlib.sha256(candidate.model_dump_json(by_alias=True).encode()).hexdigest()
     return await accept_inbound(
         deps,
@@ -220,9 +289,9 @@ async def ack_position(request: Request) -> int:
     """The `position` of an ack body; a 422 Refusal unless it is a non-negative integer."""
     position: Any
     try:
-        body = json.loads(await read_capped(request, 4096))
+        body = parse_json(await read_capped(request, 4096), whole_numbers=True)
         position = body["position"] if isinstance(body, dict) else None
-    except (BodyTooLarge, json.JSONDecodeError, UnicodeDecodeError, KeyError):
+    except (BodyTooLarge, ValueError, KeyError):
         position = None
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:
         raise Refusal(

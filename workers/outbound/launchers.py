@@ -54,6 +54,7 @@ from pipeline.launches import (
 from pipeline.turns import after_launch, plan_launch
 from workers.clock import now_ms
 from workers.outbound.command import CommandRun, run_command
+from workers.telemetry import MULTIPROC_ENV
 
 REPLY_LIMIT = 256 * 1024  # the most of an agent runtime's reply that is read
 LIMIT_MARGIN_S = 30  # a launcher's own limit stays this far inside the turn's
@@ -96,7 +97,10 @@ class Launchers:
     clock_ms: Callable[[], int] = now_ms
     new_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
     transport: httpx.BaseTransport | None = None
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # A pool process's own multiprocess metrics directory is not the agent's to write into.
+    environ: Mapping[str, str] = field(
+        default_factory=lambda: {k: v for k, v in os.environ.items() if k != MULTIPROC_ENV}
+    )
 
     def launch(
         self, spec: LauncherSpec, brief: Brief, *, should_stop: Callable[[], bool] | None = None

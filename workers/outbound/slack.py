@@ -34,6 +34,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 from contracts.messages import OutboundAsk, SendResult
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
+from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.slack")
 
@@ -112,6 +113,7 @@ def classify(exc: Exception, *, what: str, posted: bool) -> Exception:
         status = exc.response.status_code if exc.response is not None else 0
         code = _error_code(exc)
         if status == 429 or code in RATE_LIMITED:
+            telemetry().rate_limited("slack", what)
             return NotSent(f"slack {what}: {code or 'HTTP 429'}", retry_after_s=_retry_after(exc))
         if status >= 500 or code in AMBIGUOUS:
             reason = f"slack {what}: {code or f'HTTP {status}'}"

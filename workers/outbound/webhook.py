@@ -27,6 +27,8 @@ from contracts.messages import OutboundAsk, SendResult
 from pipeline.signatures import standard_webhook_headers
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
+from workers.settings import masked, scrubbed
+from workers.telemetry import telemetry
 
 SECRET_PREFIX = "whsec_"
 
@@ -79,8 +81,10 @@ class WebhookOutbound:
         try:
             self.client.request("HEAD", self.url, timeout=5)
         except httpx.HTTPError as exc:
-            raise ConfigError(f"cannot reach SEATWIRE_WEBHOOK_URL {self.url}: {exc}") from exc
-        return f"webhook to {self.url}"
+            raise ConfigError(
+                f"cannot reach SEATWIRE_WEBHOOK_URL {masked(self.url)}: {scrubbed(exc, self.url)}"
+            ) from exc
+        return f"webhook to {masked(self.url)}"
 
     def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
         body = json.dumps(
@@ -114,6 +118,7 @@ class WebhookOutbound:
     def _result(self, ask: OutboundAsk, response: httpx.Response) -> SendResult:
         status = response.status_code
         if status == 429:
+            telemetry().rate_limited("webhook", "post")
             raise NotSent("webhook: HTTP 429", retry_after_s=_retry_after(response))
         if status >= 500 or status in (408, 409):
             raise MaybeSent(f"webhook: HTTP {status}")

@@ -55,6 +55,7 @@ from workers.settings import Settings
 from workers.stores import keys
 from workers.stores.dlq import COUNTER_TTL_MS, finals
 from workers.stores.scripts import script, text
+from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.sweeper")
 
@@ -100,14 +101,19 @@ def message_for(
         return payload
     decision = EngagementDecision.model_validate_json(entry["decision"])
     seat_id = entry.get("seatId", "")
+    accepted_at = int(entry.get("acceptedAtMs") or 0) or None
     if queue == Queue.GUARDRAILS:
         return DecisionEnvelope(
-            tracking_id=tracking_id, seat_id=seat_id, decision=decision
+            tracking_id=tracking_id, seat_id=seat_id, accepted_at_ms=accepted_at, decision=decision
         ).to_wire()
     # The send stage builds its ask from the op's own attempt, never the message's.
     verdict = GuardrailVerdict(allowed=True, attempt=int(op_attempt or 1))
     return ReservedEnvelope(
-        tracking_id=tracking_id, seat_id=seat_id, decision=decision, verdict=verdict
+        tracking_id=tracking_id,
+        seat_id=seat_id,
+        accepted_at_ms=accepted_at,
+        decision=decision,
+        verdict=verdict,
     ).to_wire()
 
 
@@ -379,6 +385,24 @@ class TickDeps(Protocol):
     redis: redis.Redis
 
 
+def counted(report: SweepReport) -> None:
+    """A sweep in the metrics, by what it did with each entry it looked at."""
+    metrics = telemetry()
+    for action, count in (
+        ("requeued", len(report.requeued)),
+        ("dead_lettered", len(report.dead)),
+        ("vanished", len(report.vanished)),
+        ("closed", len(report.closed)),
+        ("released", report.released),
+        ("waiting", report.waiting),
+        ("running", report.running),
+        ("moved", report.moved),
+        ("skipped", report.skipped),
+        ("fenced", report.fenced),
+    ):
+        metrics.swept(action, count)
+
+
 def run_tick(container: TickDeps, app: Celery, *, fence: int | None = None) -> SweepReport:
     """`tick` with a process's container and its settings (the beat task, embedded mode)."""
     s = container.settings
@@ -391,6 +415,7 @@ def run_tick(container: TickDeps, app: Celery, *, fence: int | None = None) -> S
         batch=s.sweep_batch,
         fence=fence,
     )
+    counted(report)
     if report.busy:
         log.info(
             "sweep: %d re-enqueued, %d dead-lettered, %d vanished, %d closed, %d released",

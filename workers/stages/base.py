@@ -1,6 +1,6 @@
 """The base of every stage task: late ack, retry only what is transient, write a give-up
-down, write each start down (and count a redelivery) before the body runs, and the stage's
-container.
+down, write each start down (and count a redelivery) before the body runs, time each call
+(workers/telemetry), and the stage's container.
 
 A stage module declares its handler (plain code, no Celery: load, decide, persist, return the
 next message) and a task that validates its message, calls the handler and publishes what
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, cast
@@ -19,7 +20,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, cast
 import redis
 from celery import Celery
 from celery import Task as CeleryTask
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Retry, SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 from kombu.exceptions import OperationalError
 
@@ -43,6 +44,7 @@ from workers.stores.dlq import Delivery
 from workers.stores.journal import postpone
 from workers.stores.onward import Onward
 from workers.stores.ticks import Ticks
+from workers.telemetry import TaskOutcome, telemetry
 
 log = logging.getLogger("seatwire.tasks")
 
@@ -95,6 +97,9 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         return BY_TASK[Task(self.name)].queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return timed(self.stage.value, lambda: self._call(*args, **kwargs))
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         # Every start is written down BEFORE the body, which may kill the process: the message
         # is marked running (the sweeper never copies a message that is waiting or running),
         # and a redelivery (kombu marks one it put back: a worker process that died on it, a
@@ -299,6 +304,24 @@ BEAT_TASK_OPTIONS: dict[str, Any] = {"bind": True, "max_retries": 0, "shared": F
 
 
 W = TypeVar("W", bound=Wire)
+R = TypeVar("R")
+
+
+def timed(stage: str, call: Callable[[], R]) -> R:
+    """`call()`, recorded as one of `stage`'s task calls: its latency, its start's round trip
+    included, and how it ended (a `Retry` is Celery's own way out of a try that runs again,
+    autoretry's included)."""
+    started = time.perf_counter()
+    outcome: TaskOutcome = "error"
+    try:
+        result = call()
+        outcome = "ok"
+        return result
+    except Retry:
+        outcome = "retry"
+        raise
+    finally:
+        telemetry().task_ran(stage, outcome, time.perf_counter() - started)
 
 
 def register_stage(
@@ -344,9 +367,11 @@ def register_beat(
         refused = admit_tick(self.deps().redis, fence, in_process=bool(self.request.is_eager))
         if refused:
             log.warning("%s tick refused: %s", task.value, refused)
+            telemetry().ticked(tick, "refused")
             return
-        run(self, fence)
+        timed(stage.queue.value, lambda: run(self, fence))
         Ticks(self.deps().redis).mark(tick, now_ms())
+        telemetry().ticked(tick, "ran")
 
     _register(app, stage.task, deps, body, BEAT_TASK_OPTIONS)
 

@@ -35,6 +35,7 @@ from workers.queues import Task
 from workers.recovery.faults import crash_point
 from workers.stages.base import Deps, StageTask, register_beat
 from workers.stages.turns import apply_effects
+from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.controller")
 
@@ -92,6 +93,10 @@ class ControllerTick:
                 ticked.append((seat, t))
         flags = c.seat_runs.commit(writes)
         crash_point("controller", "after_commit", "")
+        metrics = telemetry()
+        for decided, count in decisions.items():
+            action, _, reason = decided.partition(":")
+            metrics.decided("controller", action, reason, count=count)
         published: list[str] = []
         conflicts = 0
         for ok, (seat, t) in zip(flags, ticked, strict=True):
@@ -101,6 +106,7 @@ class ControllerTick:
             if t.publish is not None:
                 self._publish(seat.member_id, t)
                 published.append(t.publish.turn_id)
+                metrics.launched(t.publish.reason)
             if t.settled is not None or t.escalate is not None:
                 apply_effects(c, self.app, seat, settled=t.settled, escalate=t.escalate, now_ms=now)
         if published or conflicts:

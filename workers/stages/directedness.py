@@ -22,6 +22,7 @@ from workers.queues import Task
 from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.directions import vote_by_reply
 from workers.stores.inbound import InboundStore, Recorded
+from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.directedness")
 
@@ -45,15 +46,25 @@ class Directedness:
         membership = reads_membership(candidate, channel)
         known = self.inbound.known(places, channel, membership=membership)
         resolved = resolve_concerned(candidate, view.roster, known, places)
+        now = self.clock_ms()
         recorded = self.inbound.record(
             env.tracking_id,
             env.candidate,
             resolved,
             places,
-            now_ms=self.clock_ms(),
+            now_ms=now,
             org=view.snapshot,
             seats=len(view.roster.seats),
         )
+        if recorded.new:  # a redelivery's verdicts were counted by the first delivery
+            metrics = telemetry()
+            for seat in resolved:
+                verdict = seat.verdict
+                said = "directed" if verdict.directed else "not_directed"
+                metrics.decided("directedness", said, verdict.reason)
+            metrics.finished(
+                candidate.family, recorded.state, accepted_at_ms=env.accepted_at_ms, now_ms=now
+            )
         if recorded.full:
             log.warning(
                 "%s was directed to %s, whose inbox is full: not put in it (ledger row inbox_full)",

@@ -25,6 +25,7 @@ from workers.stages.base import Deps, Onwards, StageTask, hand_off, onwards, reg
 from workers.stages.rows import ledger_row, nonengagement_row
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
+from workers.telemetry import telemetry
 
 
 @dataclass
@@ -74,7 +75,10 @@ class Engagement:
             else nonengagement_row(seat.member_id, decision, env.tracking_id)
         )
         nxt = DecisionEnvelope(
-            tracking_id=env.tracking_id, seat_id=seat.member_id, decision=decision
+            tracking_id=env.tracking_id,
+            seat_id=seat.member_id,
+            accepted_at_ms=env.accepted_at_ms,
+            decision=decision,
         )
         onward = (
             self.onwards.message(Task.GUARDRAILS, env.tracking_id, json.dumps(nxt.to_wire()))
@@ -89,6 +93,7 @@ class Engagement:
             now_ms=decision.now_ms,
             onward=onward,
         )
+        _recorded(env, stored)
         if not stored.engage:
             return None
         return nxt.model_copy(update={"decision": stored})
@@ -155,6 +160,22 @@ class Engagement:
             now_ms=now,
             final_state="off",
         )
+        metrics = telemetry()
+        metrics.decided("engagement", "off", decision.reason_code)
+        metrics.finished("work", "off", accepted_at_ms=env.accepted_at_ms, now_ms=now)
+
+
+def _recorded(env: WorkEnvelope, stored: EngagementDecision) -> None:
+    """The decision as stored, in the metrics: its outcome and reason code, a guardrail's
+    refusal by its code, and a decision that ends the entry by its accept-to-final time."""
+    metrics = telemetry()
+    refusal = stored.guardrail
+    outcome = "engage" if stored.engage else "nobody" if refusal is None else "refused"
+    metrics.decided("engagement", outcome, stored.reason_code)
+    if refusal is not None:
+        metrics.refused("engagement", refusal.code)
+    if not stored.engage:
+        metrics.finished("work", outcome, accepted_at_ms=env.accepted_at_ms, now_ms=stored.now_ms)
 
 
 TASK = Task.ENGAGEMENT  # this module's row of the stage table

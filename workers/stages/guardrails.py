@@ -27,6 +27,7 @@ from workers.stages.base import (
 from workers.stages.rows import stage_row
 from workers.stores.ledger import Ledger
 from workers.stores.onward import Onward
+from workers.telemetry import telemetry
 
 # The send message's payload ends with its verdict, whose last field is the attempt: the
 # reservation's attempt is written in by the script, between the payload and this tail.
@@ -41,6 +42,7 @@ def send_onward(onwards: Onwards, env: DecisionEnvelope) -> Onward:
         ReservedEnvelope(
             tracking_id=env.tracking_id,
             seat_id=env.seat_id,
+            accepted_at_ms=env.accepted_at_ms,
             decision=env.decision,
             verdict=GuardrailVerdict(allowed=True, attempt=1),
         ).to_wire()
@@ -87,10 +89,14 @@ class Guardrails:
             return ReservedEnvelope(
                 tracking_id=env.tracking_id,
                 seat_id=env.seat_id,
+                accepted_at_ms=env.accepted_at_ms,
                 decision=env.decision,
                 verdict=verdict,
             )
-        self.refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+        at_ms = self.refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+        metrics = telemetry()
+        metrics.refused("guardrails", verdict.code)
+        metrics.finished("work", "refused", accepted_at_ms=env.accepted_at_ms, now_ms=at_ms)
         return None
 
     def refuse(
@@ -99,8 +105,8 @@ class Guardrails:
         seat_id: str,
         decision: EngagementDecision,
         verdict: GuardrailVerdict,
-    ) -> None:
-        """Write a refusal down: `refused`, with the limit's code and the counts."""
+    ) -> int:
+        """Write a refusal down: `refused`, with the limit's code and the counts; when (ms)."""
         row = stage_row(
             seat_id,
             decision,
@@ -114,6 +120,7 @@ class Guardrails:
         self.ledger.finish(
             tracking_id, outcome="refused", row=row, tracking_id=tracking_id, now_ms=row.at_ms
         )
+        return row.at_ms
 
 
 TASK = Task.GUARDRAILS  # this module's row of the stage table

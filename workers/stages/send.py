@@ -48,6 +48,7 @@ from workers.stages.send_ask import ask_of, gate, idempotency_id
 from workers.stages.send_retry import retry_send
 from workers.stores.inbound import InboundStore, fact_keys
 from workers.stores.ledger import Ledger
+from workers.telemetry import telemetry
 
 __all__ = ["Send", "idempotency_id", "register"]
 
@@ -95,7 +96,16 @@ class Send:
     # ------------------------------------------------------------------ a try
 
     def send(self, env: ReservedEnvelope) -> str:
-        """Send the ask exactly once; returns the op's final (or current) state."""
+        """Send the ask exactly once; returns the op's final (or current) state. A try that
+        ends the op is counted by its outcome as it is recorded (`_close`); one that will run
+        again, by why (`retry_result`)."""
+        try:
+            return self._try(env)
+        except (TransientError, PermanentError) as exc:
+            telemetry().sent(self.outbound.name, retry_result(exc))
+            raise
+
+    def _try(self, env: ReservedEnvelope) -> str:
         held = self._begin(env)
         step = next_step(held.start, message_attempt=env.verdict.attempt)
         if step.kind == "rereserve":
@@ -155,7 +165,11 @@ class Send:
         then = after_rereserve(verdict)
         if then.kind == "refuse":
             guard = Guardrails(ledger=self.ledger, clock_ms=self.clock_ms)
-            guard.refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+            at_ms = guard.refuse(env.tracking_id, env.seat_id, env.decision, verdict)
+            metrics = telemetry()
+            metrics.refused("send", verdict.code)
+            metrics.sent(self.outbound.name, "refused")
+            metrics.finished("work", "refused", accepted_at_ms=env.accepted_at_ms, now_ms=at_ms)
         return then.kind
 
     def _begin(self, env: ReservedEnvelope) -> Try:
@@ -183,7 +197,7 @@ class Send:
         ctx = self._context(env.tracking_id, token, reserved_at, ask, reconcile=reconcile)
         try:
             # Reconciled whatever the mode now: a try in doubt may have been sent under `on`.
-            found = self.outbound.reconcile(ask, ctx) if reconcile else None
+            found = self._reconcile(ask, ctx) if reconcile else None
             verdict_of_gate = None if found is not None else self._gate(ask)
             then = after_lookup(
                 reconciled=reconcile, found=found is not None, gate=verdict_of_gate, mode=self.mode
@@ -266,6 +280,16 @@ class Send:
             return "send_failed"
         return self._engaged(env, verdict, ask, result, token, reserved_at)
 
+    def _reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
+        adapter = self.outbound.name
+        try:
+            found = self.outbound.reconcile(ask, ctx)
+        except Exception:
+            telemetry().reconciled(adapter, "failed")
+            raise
+        telemetry().reconciled(adapter, "absent" if found is None else "found")
+        return found
+
     def _context(
         self, op_id: str, token: str, reserved_at: int, ask: OutboundAsk, *, reconcile: bool
     ) -> SendContext:
@@ -315,13 +339,14 @@ class Send:
             ask=ask,
             result=result,
         )
-        return self.ledger.finish(
+        now = self.clock_ms()
+        verb = self.ledger.finish(
             env.tracking_id,
             outcome=outcome,
             row=row,
             token=token,
             tracking_id=env.tracking_id,
-            now_ms=self.clock_ms(),
+            now_ms=now,
             message_id=result.message_id if result else "",
             channel_id=result.channel_id if result else "",
             idempotency_id=ask.idempotency_id,
@@ -330,6 +355,11 @@ class Send:
             facts=self._taught(env.seat_id, ask, result) if outcome == "engaged" else (),
             fact_ttl_ms=self.inbound.fact_ttl_ms,
         )
+        if verb == "ok":  # this try ended the op (`done`: an earlier one had)
+            metrics = telemetry()
+            metrics.sent(self.outbound.name, outcome)
+            metrics.finished("work", outcome, accepted_at_ms=env.accepted_at_ms, now_ms=now)
+        return verb
 
     @staticmethod
     def _taught(seat_id: str, ask: OutboundAsk, result: SendResult | None) -> list[str]:
@@ -362,6 +392,19 @@ class Send:
             result=result,
         )
         return "engaged" if verb in ("ok", "done") else verb
+
+
+def retry_result(exc: TransientError | PermanentError) -> str:
+    """Why a send try that did not end its op will run again, as its metric's result."""
+    if isinstance(exc, Deferred):
+        return "deferred"
+    if isinstance(exc, LeaseBusy):
+        return "busy"
+    if isinstance(exc, NotSent):
+        return "not_sent" if exc.retry_after_s is None else "rate_limited"
+    if isinstance(exc, MaybeSent):
+        return "maybe_sent"
+    return "error"
 
 
 # ---------------------------------------------------------------------- the task

@@ -78,6 +78,7 @@ from workers.stores.journal import Journal
 from workers.stores.overrides import Overrides
 from workers.stores.samples import Samples
 from workers.stores.scripts import text
+from workers.telemetry import telemetry
 
 TASK = Task.STEWARD  # this module's row of the stage table
 # A work report's bounds (contracts/work.py), which an engagement dispatch is clipped to.
@@ -395,12 +396,27 @@ class StewardRun:
                 return
 
 
+def counted(result: StewardResult) -> None:
+    """A run in the metrics: each candidate by its gate (as `RunTotals` counts it: one not
+    judged, its objective not run, is rejected), each dispatch done by its route."""
+    metrics = telemetry()
+    for outcome in result.plan.outcomes:
+        for e in outcome.audit:
+            if e.kind == "candidate":
+                gate = None if e.admitted else e.gate or "not_judged"
+                metrics.judged(admitted=bool(e.admitted), gate=gate)
+        for d in outcome.dispatches:
+            if d.id in result.dispatched:
+                metrics.dispatched(d.route)
+
+
 def register(app: Celery, deps: Deps) -> None:
     def tick(task: StageTask, fence: int | None) -> None:
         # A deposed leader's tick never gets here (register_beat refuses it); the run's own
         # writes are not fenced further: each objective's run lease and the dispatch ids keep
         # two runs at once safe, as above.
         result = StewardRun.of(task.deps(), app)(now_ms=clock.now_ms())
+        counted(result)
         totals = result.plan.totals
         log.info(
             "steward tick: %d objectives run, %d skipped, %d admitted, %d rejected, "

@@ -45,6 +45,7 @@ from workers.queues import Task
 from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.report_intake import intake_report, record_unroutable
 from workers.stores.costs import FrameConflict, FrameExpired
+from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.turns")
 
@@ -159,6 +160,7 @@ class Turns:
                     raise
                 time.sleep(0.5 * 2**attempt)
         apply_effects(c, self.app, seat, settled=settled, now_ms=now)
+        telemetry().turn_ended(outcome.kind)
         log.info("turn %s of %s: %s", turn_id, seat_id, outcome.kind)
         return settled
 
@@ -247,6 +249,7 @@ def raise_escalation(
         return run.model_copy(update={"escalation": e.model_copy(update=update)})
 
     c.seat_runs.update(plan.seat_id, noted)
+    telemetry().escalated("unroutable" if target is None else intake.status)
     log.warning(
         "seat %s escalates (%s, %s) to %s: %s",
         plan.seat_id,

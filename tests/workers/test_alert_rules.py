@@ -1,0 +1,152 @@
+"""deploy/prometheus and deploy/grafana against the code: every metric an alert, its unit
+test or a dashboard panel names is one the code exports, the scrape config names every
+compose service that serves metrics, and (where promtool is on the PATH) the rules and the
+config are valid and each alert fires on the series that should fire it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from contracts.ops import ClusterStatus
+from workers.ingress.metrics import ClusterFigures, IngressMetrics
+from workers.settings import REPO_ROOT
+from workers.telemetry import Telemetry
+
+PROMETHEUS = REPO_ROOT / "deploy" / "prometheus"
+DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "seatwire.json"
+NAMED = re.compile(r"\bseatwire_[a-z0-9_]+\b")
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+
+
+def exported() -> set[str]:
+    """Every sample name the workers' and the ingress's /metrics can serve."""
+
+    def unread() -> ClusterStatus:
+        raise AssertionError("describe() reads nothing")
+
+    families = [
+        *Telemetry().registry.collect(),
+        *IngressMetrics.create(overflowed=lambda: 0).registry.collect(),
+        *ClusterFigures(unread, budget_s=1.0).describe(),
+    ]
+    return {f.name + suffix for f in families for suffix in SUFFIXES.get(f.type, ("",))}
+
+
+def rules() -> list[dict[str, Any]]:
+    spec = yaml.safe_load((PROMETHEUS / "alerts.yaml").read_text())
+    return [rule for group in spec["groups"] for rule in group["rules"]]
+
+
+def unknown(exprs: list[str]) -> list[str]:
+    names = exported()
+    return sorted({n for e in exprs for n in NAMED.findall(e)} - names)
+
+
+def test_the_export_is_walked() -> None:
+    """The exported names hold the cluster's, the ingress's and a worker's own, so the checks
+    below cannot pass on an empty set."""
+    assert {
+        "seatwire_dlq_messages",
+        "seatwire_ingress_requests_total",
+        "seatwire_stage_task_seconds_bucket",
+        "seatwire_accept_to_final_seconds_count",
+    } <= exported()
+
+
+def test_every_alert_names_only_exported_metrics_and_says_what_to_do() -> None:
+    """Each rule is an alert with a severity, a summary and a description, and its expression
+    reads only metrics the code exports (up aside)."""
+    found = rules()
+    assert {r["alert"] for r in found} >= {
+        "SeatwireDeadLetters",
+        "SeatwireJournalOverdue",
+        "SeatwireQueueGrowing",
+        "SeatwireSendFailures",
+        "SeatwireNoBeatTick",
+        "SeatwireTargetDown",
+    }
+    for rule in found:
+        assert rule["labels"]["severity"] in {"page", "warning", "info"}, rule["alert"]
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+    assert unknown([r["expr"] for r in found]) == []
+
+
+def test_the_alerts_unit_test_feeds_only_exported_series() -> None:
+    """alerts.test.yaml's input series are metrics the code exports, so a passing promtool run
+    says something about the real series."""
+    spec = yaml.safe_load((PROMETHEUS / "alerts.test.yaml").read_text())
+    series = [s["series"] for t in spec["tests"] for s in t["input_series"]]
+    assert series and unknown(series) == []
+
+
+def test_every_dashboard_panel_reads_exported_metrics() -> None:
+    """The Grafana dashboard's panels read only exported metrics, through its datasource
+    variable, and it covers the figures an operator needs first."""
+    board = json.loads(DASHBOARD.read_text())
+    targets = [t for p in board["panels"] for t in p.get("targets", [])]
+    exprs = [t["expr"] for t in targets]
+    assert {t["datasource"]["uid"] for t in targets} == {"${datasource}"}
+    assert unknown(exprs) == []
+    read = {n for e in exprs for n in NAMED.findall(e)}
+    assert {
+        "seatwire_queue_depth",
+        "seatwire_dlq_messages",
+        "seatwire_journal_entries",
+        "seatwire_stage_task_seconds_bucket",
+        "seatwire_decisions_total",
+        "seatwire_send_outcomes_total",
+        "seatwire_provider_rate_limited_total",
+        "seatwire_accept_to_final_seconds_bucket",
+    } <= read
+
+
+def test_prometheus_scrapes_every_compose_service_that_serves_metrics() -> None:
+    """prometheus.yml loads alerts.yaml, scrapes the ingress on its port and, by DNS so that
+    each replica is a target, every compose service that runs a worker or beat on 9808."""
+    config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["alerts.yaml"]
+    jobs = {job["job_name"]: job["dns_sd_configs"] for job in config["scrape_configs"]}
+    assert jobs["seatwire-ingress"] == [
+        {"names": ["ingress"], "type": "A", "port": 8080, "refresh_interval": "30s"}
+    ]
+    [workers] = jobs["seatwire-workers"]
+    assert (workers["type"], workers["port"]) == ("A", 9808)
+    services = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())["services"]
+    serving = {
+        name
+        for name, svc in services.items()
+        if (svc.get("command") or [])[:2] in (["seatwire", "worker"], ["seatwire", "beat"])
+    }
+    assert serving and set(workers["names"]) == serving
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool is not on the PATH (Debian: the prometheus package ships it)")
+    return found
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "rules", "alerts.yaml"],
+        ["check", "config", "prometheus.yml"],
+        ["test", "rules", "alerts.test.yaml"],
+    ],
+)
+def test_promtool_accepts_the_rules_the_config_and_the_alerts_unit_test(args: list[str]) -> None:
+    """promtool finds the rules and the config valid, and each alert fires as its unit test
+    expects."""
+    done = subprocess.run(
+        [promtool(), *args], cwd=Path(PROMETHEUS), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
