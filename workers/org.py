@@ -7,6 +7,7 @@ which would route every ask to `unroutable`.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -108,7 +109,9 @@ def reference_problems(org: Org) -> list[tuple[Loc, str]]:
 
     def member(loc: Loc, value: str | None) -> None:
         if value is not None and value not in member_ids:
-            problems.append((loc, f"{value!r} {not_member}"))
+            close = difflib.get_close_matches(value, member_ids, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append((loc, f"{value!r} {not_member}{hint}"))
 
     dupes = {mid for mid, n in Counter(m.id for m in org.members).items() if n > 1}
     if dupes:

@@ -128,15 +128,16 @@ objectives:
 
 def test_every_org_reference_that_names_nobody_is_refused_at_its_line(tmp_path: Path) -> None:
     """A supervisorId, operatorId, channel member or objective owner naming nobody is refused
-    when the org file is loaded, every one of them at once, each at its line and field."""
+    when the org file is loaded, every one of them at once, each at its line and field, with
+    the member id it most likely meant."""
     path = tmp_path / "org.yaml"
     path.write_text(ORG_WITH_BAD_REFERENCES)
     with pytest.raises(ConfigError) as refused:
         load_org(path)
     assert str(refused.value).splitlines() == [
         f"{path}:4: members.1.supervisorId: 'gsu' is not a member of the org",
-        f"{path}:6: channels.0.memberIds.1: 'bne' is not a member of the org",
-        f"{path}:9: seats.0.operatorId: 'avaa' is not a member of the org",
+        f"{path}:6: channels.0.memberIds.1: 'bne' is not a member of the org; did you mean 'ben'?",
+        f"{path}:9: seats.0.operatorId: 'avaa' is not a member of the org; did you mean 'ava'?",
         f"{path}:11: objectives.0.ownerId: 'zed' is not a member of the org",
     ]
     as_json = tmp_path / "org.json"
