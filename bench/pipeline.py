@@ -43,6 +43,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 HIGH = 1_000_000_000
+# Issue 14: Seatwire's three stages at least 0.9 of a 3-hop no-op chain's throughput.
+TARGET_RATIO = 0.9
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -589,10 +591,10 @@ def main(argv: list[str] | None = None) -> int:
             b = next(r for n, r in results if n == rnd and r.kind == "baseline")
             s = next(r for n, r in results if n == rnd and r.kind == k)
             ratios.append(s.per_s / b.per_s)
-        verdict = "MET" if statistics.median(ratios) >= 0.75 else "NOT MET"
+        verdict = "MET" if statistics.median(ratios) >= TARGET_RATIO else "NOT MET"
         print(
             f"  ratio {k}/baseline: median {statistics.median(ratios):.3f} "
-            f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)}) target >= 0.75: {verdict}"
+            f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)}) target >= {TARGET_RATIO}: {verdict}"
         )
     if args.json:
         args.json.write_text(
