@@ -198,7 +198,10 @@ def test_a_direction_is_posted_once_through_the_pipeline(world: World, tmp_path:
     assert entry is not None and entry["state"] == "decided" and entry["seatId"] == "scout"
     assert entry["decision"]["reasonCode"] == "direction_posted"
     assert world.c.redis.zscore(keys.JOURNAL_OPEN, tracking) is not None
-    assert [t["id"] for t in world.queued(Queue.GUARDRAILS)] == [f"{tracking}:guardrails"]
+    [queued] = world.queued(Queue.GUARDRAILS)
+    assert queued["id"] == f"{tracking}:guardrails"
+    # its accept-to-final latency is measured from when it was journalled
+    assert queued["arg"]["acceptedAtMs"] == int(entry["acceptedAtMs"])
     assert world.open() == did  # the replay
     assert len(world.queued(Queue.GUARDRAILS)) == 1
     ts = world.post()

@@ -141,6 +141,7 @@ def _publish_post(ctx: ToolContext, post: Post) -> None:
     message = DecisionEnvelope(
         tracking_id=post.tracking_id,
         seat_id=post.seat_id,
+        accepted_at_ms=post.now_ms,  # when it was journalled: its accept-to-final starts here
         decision=EngagementDecision.model_validate_json(post.decision),
     )
     try:
