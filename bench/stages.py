@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="run under cProfile and split it")
     ap.add_argument("--top", type=int, default=0, help="also print cProfile's top N functions")
     args = ap.parse_args(argv)
+    if args.n < 2:
+        ap.error(f"--n must be at least 2 (one report to warm up, one to measure), not {args.n}")
 
     import tempfile
 
@@ -107,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             if value is None:
                 raise RuntimeError(f"{step} stopped the report: not engaged")
 
-    for item in items[:20]:  # warm-up (script loading, first connections, imports)
+    # Warm-up (script loading, first connections, imports): 20 reports, or half of a small run.
+    warm = min(20, len(items) // 2)
+    for item in items[:warm]:
         one(item)
     for v in times.values():
         v.clear()
@@ -116,12 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if profiler:
         profiler.enable()
-    for item in items[20:]:
+    for item in items[warm:]:
         one(item)
     if profiler:
         profiler.disable()
     wall = time.perf_counter() - t0
-    n = len(items) - 20
+    n = len(items) - warm
 
     print(
         f"bench.stages: {n} reports, one after another, in-process on {args.redis_url}, "

@@ -67,7 +67,7 @@ SMOKES: dict[str, Smoke] = {
         "--members 1000 --decisions 200 --warmup 50 --plain-decisions 20",
         ("decisions/s", "target p99 < 1 ms"),
     ),
-    "stages": Smoke("--redis-url {url} --n 40", ("reports/s in one process",)),
+    "stages": Smoke("--redis-url {url} --n 6", ("reports/s in one process",)),
     "controller": Smoke("--redis-url {url} --sizes 3 --ticks 2", ("idle", "busy", "slowest p95")),
     "steward": Smoke(
         "--redis-url {url} --sizes 3 --candidates 8 --prefill-rows 0",
