@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 import redis
 
+from bench import stop_cleanly_on_sigterm
 from contracts.journal import CLOSED_STATES
 from workers.embedded import free_port
 from workers.outbound.file import read_outbox
@@ -610,6 +611,7 @@ def soak(minutes: float, rate: float, mean_gap: float, seed: int) -> dict[str, A
 
 
 def main() -> None:
+    stop_cleanly_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--rate", type=float, default=10.0, help="reports a second")

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import stop_cleanly_on_sigterm
 from bench.pipeline import Meter, Workers, running, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -619,6 +620,7 @@ def scratch(keep: bool) -> Iterator[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_cleanly_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
         "--redis-url",

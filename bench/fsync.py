@@ -29,6 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from bench import stop_cleanly_on_sigterm
 from bench.chaos import Fleet, RedisServer, fleet_env
 from bench.ingress import ACCEPTED, SEATWIRE_PATH, SECRET, Connection, Envelopes, ok, render
 
@@ -75,6 +76,7 @@ async def closed_loop(
 
 
 def main() -> None:
+    stop_cleanly_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import stop_cleanly_on_sigterm
 from bench.pipeline import Workers, busy_cpu_s, redis_cpu_s, self_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
@@ -596,6 +597,7 @@ def open_line(o: Open) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_cleanly_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
         "--redis-url",

@@ -33,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench import stop_cleanly_on_sigterm
 from bench.pipeline import Bench, Result, line
 
 
@@ -53,6 +54,7 @@ def start_fake(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_cleanly_on_sigterm()
     from tests.fake_slack import FakeSlackControl, error
     from workers.settings import BUNDLED_ORG
 

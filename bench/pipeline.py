@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import stop_cleanly_on_sigterm
+
 REPO = Path(__file__).resolve().parent.parent
 HIGH = 1_000_000_000
 # Issue 14: Seatwire's three stages at least 0.9 of a 3-hop no-op chain's throughput.
@@ -524,6 +526,7 @@ def line(r: Result) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_cleanly_on_sigterm()
     from workers.settings import BUNDLED_ORG
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
