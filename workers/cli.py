@@ -119,7 +119,7 @@ def up(
         for seat_id, value in dev_tokens(settings).items():
             console.print(f"seat token ({seat_id}, embedded development only): {value}")
     try:
-        uvicorn.run(api, host=h, port=p, log_level="info")
+        uvicorn.run(api, host=h, port=p, log_level="info", timeout_keep_alive=settings.keep_alive_s)
     finally:
         system.stop()
 
@@ -283,6 +283,7 @@ def ingress(
         host=host or settings.host,
         port=port or settings.port,
         log_level="info",
+        timeout_keep_alive=settings.keep_alive_s,
     )
 
 

@@ -93,7 +93,14 @@ class EmbeddedSystem:
                 log.error("%s tick failed: %r", stage.task.value, result.result)
 
     def serve_in_background(self, api: FastAPI, host: str, port: int) -> str:
-        config = uvicorn.Config(api, host=host, port=port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            api,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            timeout_keep_alive=self.settings.keep_alive_s,
+        )
         self._server = uvicorn.Server(config)
         thread = threading.Thread(target=self._server.run, name="ingress", daemon=True)
         thread.start()

@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     turn_republish_after_ms: int = Field(default=30_000, ge=1000)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     ingress_budget_s: float = Field(default=2.5, gt=0)
+    # How long the ingress keeps an idle HTTP connection open. Above what a client or load
+    # balancer keeps one for (httpx 5 s, AWS ALB 60 s): a server that closes first races the
+    # client's next request on that connection, which then meets a reset (uvicorn's own 5 s
+    # equals httpx's, and lost requests to it under load).
+    keep_alive_s: int = Field(default=75, ge=1, le=3600)
     # Slack gives up on an answer after 3 s and retries; answer (503 at worst) well inside it.
     webhook_budget_s: float = Field(default=1.5, gt=0, le=2.5)
     # The per-source rate limit on the writing routes (workers/ingress/ratelimit.py): a source

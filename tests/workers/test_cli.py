@@ -245,3 +245,23 @@ def test_an_unreachable_redis_is_refused_without_printing_its_password(
     result = runner.invoke(cli, ["worker", "--queues", "engagement"])
     assert result.exit_code == 2 and "cannot reach Redis" in result.output
     assert "hunter2" not in result.output and ":***@127.0.0.1:1" in result.output
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(("setting", "expected"), [(None, 75), ("90", 90)])
+def test_the_ingress_keeps_idle_connections_longer_than_its_clients_do(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, setting: str | None, expected: int
+) -> None:
+    """uvicorn closes an idle connection after 5 s by default, as httpx forgets one: a request
+    sent as the server closes meets a reset. The ingress keeps them SEATWIRE_KEEP_ALIVE_S."""
+    import uvicorn
+
+    ran: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(kw))
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", redis_url)
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    if setting is not None:
+        monkeypatch.setenv("SEATWIRE_KEEP_ALIVE_S", setting)
+    done = runner.invoke(cli, ["ingress", "--port", "1"])
+    assert done.exit_code == 0, done.output
+    assert ran["timeout_keep_alive"] == expected
