@@ -7,15 +7,19 @@ from typing import Any
 
 import redis
 
-from contracts import Candidate, Directedness
+from contracts import Candidate, Directedness, Limits
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.facts import places_of
 from pipeline.fanout import Resolved
 from workers.errors import MaybeSent, NotSent, PermanentError, TransientError
+from workers.org import OrgSource
 from workers.outbound.base import SendContext
 from workers.outbound.file import channel_for
+from workers.settings import BUNDLED_ORG
+from workers.stages import Stages
 from workers.stores.inbound import InboundStore, inbound_tracking_id
 from workers.stores.journal import Journal
+from workers.stores.ledger import Ledger
 
 
 class Crash(BaseException):
@@ -136,3 +140,26 @@ BLOCKED_REPORT: dict[str, Any] = {
     "blocker": {"kind": "access"},
     "selfServeExhausted": True,
 }
+
+
+class Clock:
+    """A clock the test moves: `clock.ms = ...`; called, it says the time it was set to."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def stages_on(client: redis.Redis, clock: Clock, outbound: FakeOutbound) -> Stages:
+    """The pipeline's stages on a real Redis, the bundled org, `outbound` and `clock`."""
+    return Stages(
+        journal=Journal(client),
+        ledger=Ledger(client, limits=Limits(), reservation_ttl_ms=60_000),
+        org=OrgSource.open(BUNDLED_ORG),
+        outbound=outbound,
+        inbound=InboundStore(client),
+        clock_ms=clock,
+        lease_ms=30_000,
+    )

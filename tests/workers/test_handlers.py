@@ -12,7 +12,7 @@ import redis
 
 from contracts import WorkReport
 from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
-from tests.fakes import BLOCKED_REPORT, Crash, FakeOutbound
+from tests.fakes import BLOCKED_REPORT, Clock, Crash, FakeOutbound, stages_on
 from workers.errors import (
     Deferred,
     LeaseBusy,
@@ -24,25 +24,14 @@ from workers.errors import (
 from workers.org import OrgSource
 from workers.settings import BUNDLED_ORG
 from workers.stages import Stages
-from workers.stores.inbound import InboundStore
-from workers.stores.journal import Journal
-from workers.stores.ledger import Ledger
 
 NOW = 1_800_000_000_000
 BLOCKED = dict(BLOCKED_REPORT)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.ms = NOW
-
-    def __call__(self) -> int:
-        return self.ms
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(NOW)
 
 
 @pytest.fixture
@@ -52,17 +41,7 @@ def outbound() -> FakeOutbound:
 
 @pytest.fixture
 def stages(redis_client: redis.Redis, clock: Clock, outbound: FakeOutbound) -> Stages:
-    from contracts import Limits
-
-    return Stages(
-        journal=Journal(redis_client),
-        ledger=Ledger(redis_client, limits=Limits(), reservation_ttl_ms=60_000),
-        org=OrgSource.open(BUNDLED_ORG),
-        outbound=outbound,
-        inbound=InboundStore(redis_client),
-        clock_ms=clock,
-        lease_ms=30_000,
-    )
+    return stages_on(redis_client, clock, outbound)
 
 
 def _post(

@@ -17,27 +17,23 @@ from celery.exceptions import Retry
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
-from contracts import Limits, WorkReport
+from contracts import WorkReport
 from contracts.goals import Sample
 from contracts.messages import DecisionEnvelope, OutboundAsk, ReservedEnvelope, WorkEnvelope
-from tests.fakes import BLOCKED_REPORT, FakeOutbound
+from tests.fakes import BLOCKED_REPORT, Clock, FakeOutbound, stages_on
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.errors import NotSent, TransientError
-from workers.org import OrgSource
 from workers.outbound.base import SendContext
 from workers.outbound.slack import classify
 from workers.outbound.webhook import WebhookOutbound
 from workers.queues import Task
 from workers.recovery.sweeper import SweepReport, counted
-from workers.settings import BUNDLED_ORG, Settings
+from workers.settings import Settings
 from workers.stages import Stages
 from workers.stages.base import timed
 from workers.stages.controller_tick import ControllerTick
 from workers.stages.report_intake import intake_report
-from workers.stores.inbound import InboundStore
-from workers.stores.journal import Journal
-from workers.stores.ledger import Ledger
 from workers.telemetry import telemetry
 
 NOW = 1_800_000_000_000
@@ -74,17 +70,9 @@ class Moved:
         return samples().get(key, 0.0) - self.before.get(key, 0.0)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.ms = NOW
-
-    def __call__(self) -> int:
-        return self.ms
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(NOW)
 
 
 @pytest.fixture
@@ -94,15 +82,7 @@ def outbound() -> FakeOutbound:
 
 @pytest.fixture
 def stages(redis_client: redis.Redis, clock: Clock, outbound: FakeOutbound) -> Stages:
-    return Stages(
-        journal=Journal(redis_client),
-        ledger=Ledger(redis_client, limits=Limits(), reservation_ttl_ms=60_000),
-        org=OrgSource.open(BUNDLED_ORG),
-        outbound=outbound,
-        inbound=InboundStore(redis_client),
-        clock_ms=clock,
-        lease_ms=30_000,
-    )
+    return stages_on(redis_client, clock, outbound)
 
 
 def _post(stages: Stages, report: dict[str, Any], tracking: str) -> WorkEnvelope:
