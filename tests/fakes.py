@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from celery import Celery
 
 from contracts import Candidate, Directedness, Limits
 from contracts.messages import OutboundAsk, SendResult
@@ -15,6 +18,7 @@ from workers.errors import MaybeSent, NotSent, PermanentError, TransientError
 from workers.org import OrgSource
 from workers.outbound.base import SendContext
 from workers.outbound.file import channel_for
+from workers.queues import Queue, Task
 from workers.settings import BUNDLED_ORG
 from workers.stages import Stages
 from workers.stores.inbound import InboundStore, inbound_tracking_id
@@ -163,3 +167,28 @@ def stages_on(client: redis.Redis, clock: Clock, outbound: FakeOutbound) -> Stag
         clock_ms=clock,
         lease_ms=30_000,
     )
+
+
+def queued(r: redis.Redis, queue: Queue) -> list[dict[str, Any]]:
+    """The messages waiting on one broker queue: task name, task id and the one argument."""
+    found = []
+    for raw in r.lrange(queue.value, 0, -1):
+        message = json.loads(raw)
+        body = message["body"]
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args, _kwargs, _embed = json.loads(body)
+        found.append(
+            {"task": message["headers"]["task"], "id": message["headers"]["id"], "arg": args[0]}
+        )
+    return found
+
+
+def run_task(app: Celery, task: Task, message: dict[str, Any], *, redelivered: bool) -> Any:
+    """Call a stage task as a worker does, with the delivery info kombu gave its message."""
+    t = app.tasks[task.value]
+    t.push_request(delivery_info={"redelivered": redelivered}, args=[message], kwargs={})
+    try:
+        return t(message)
+    finally:
+        t.pop_request()

@@ -70,7 +70,7 @@ def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Out
 
         def directory() -> dict[str, tuple[tuple[str, ...], str]]:
             view, _degraded = org.current()
-            return {m.id: (m.aliases, m.display_name) for m in view.org.members}
+            return view.people
 
         token = settings.slack_bot_token
         assert token is not None  # Settings.check refuses slack without one

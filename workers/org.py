@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from contracts import Channel, Org, Seat
+from contracts import Channel, Member, Org, Seat
 from contracts.goals import Objective
 from pipeline.directedness import aliases_of, own_ids_of
 from pipeline.engagement import Directory, Rooms
@@ -175,6 +175,9 @@ class OrgView:
     channel_by_id: dict[str, Channel]
     github_logins: dict[str, str]
     objective_by_key: dict[str, Objective] = field(default_factory=dict)
+    # Every member by id, built once per org version (a look-up per send or request must not
+    # walk a 100,000-member org).
+    member_by_id: dict[str, Member] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -226,7 +229,18 @@ class OrgView:
             channel_by_id={c.id: c for c in org.channels},
             github_logins=logins,
             objective_by_key={o.key: o for o in org.objectives},
+            member_by_id=members,
         )
+
+    @cached_property
+    def people(self) -> dict[str, tuple[tuple[str, ...], str]]:
+        """Every member's aliases and display name by id (what the Slack adapter addresses
+        people by), built once per org version."""
+        return {m.id: (m.aliases, m.display_name) for m in self.org.members}
+
+    def member(self, member_id: str) -> Member | None:
+        """A member by exact id."""
+        return self.member_by_id.get(member_id)
 
     @cached_property
     def snapshot(self) -> tuple[str, str]:

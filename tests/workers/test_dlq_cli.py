@@ -10,7 +10,8 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from tests.workers.test_recovery import NOW, accept_work, queued
+from tests.fakes import queued
+from tests.workers.test_recovery import NOW, accept_work
 from workers import cli as cli_module
 from workers.cli import cli
 from workers.queues import Queue, task_id

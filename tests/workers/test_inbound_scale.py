@@ -184,3 +184,22 @@ def test_a_lost_snapshot_is_written_again_before_the_event(
         "s1": ("ambient", True),
         "s2": ("mention", False),
     }
+
+
+def test_members_are_looked_up_in_an_index_built_once_per_org_version(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A look-up per send or request (the send gate, the Slack adapter's people, a decision's
+    owner) reads the view's index, built when the org is loaded, and a reload builds anew."""
+    w = world(redis_client, tmp_path, 3)
+    view, _ = w.org.current()
+    assert set(view.member_by_id) == {m.id for m in view.org.members}
+    some = view.org.members[0]
+    assert view.member(some.id) is some and view.member("nobody-here") is None
+    assert view.people is view.people  # built once for this version
+    assert view.people[some.id] == (some.aliases, some.display_name)
+    w.path.write_text(org_text(4))
+    os.utime(w.path, (1, 1))  # a new mtime: the next read loads the file again
+    reloaded, _ = w.org.current()
+    assert reloaded is not view and len(reloaded.member_by_id) > len(view.member_by_id)
+    assert reloaded.people is not view.people

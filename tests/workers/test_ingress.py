@@ -290,7 +290,7 @@ def test_over_budget_is_503_and_the_retry_lands_once(
     app = create_app(normal, register=False)
     with TestClient(create_ingress(bootstrap.build_container(normal, app=app), app)) as c:
         as_seats(c)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 20  # a loaded machine may overrun the budget again
         while True:  # the overrun attempt may still be finishing in its thread
             retry = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
             if retry.status_code == 202 or time.monotonic() > deadline:

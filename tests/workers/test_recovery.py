@@ -4,8 +4,6 @@ message comes back when it is due."""
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -23,7 +21,7 @@ from contracts.messages import (
     ReservedEnvelope,
     WorkEnvelope,
 )
-from tests.fakes import BLOCKED_REPORT
+from tests.fakes import BLOCKED_REPORT, queued, run_task
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.errors import PermanentError, TransientError
@@ -48,21 +46,6 @@ NOW = 1_800_000_000_000
 DEADLINE = 300_000
 LATE = NOW + DEADLINE + 1  # past an entry accepted at NOW
 BLOCKED = dict(BLOCKED_REPORT)
-
-
-def queued(r: redis.Redis, queue: Queue) -> list[dict[str, Any]]:
-    """The messages waiting on one broker queue: task name, task id and the one argument."""
-    found = []
-    for raw in r.lrange(queue.value, 0, -1):
-        message = json.loads(raw)
-        body = message["body"]
-        if message["properties"].get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        args, _kwargs, _embed = json.loads(body)
-        found.append(
-            {"task": message["headers"]["task"], "id": message["headers"]["id"], "arg": args[0]}
-        )
-    return found
 
 
 @pytest.fixture
@@ -505,16 +488,6 @@ def installed(
     yield app, container
 
 
-def _run_task(app: Celery, task: Task, message: dict[str, Any], *, redelivered: bool) -> Any:
-    """Call a stage task as a worker does, with the delivery info kombu gave its message."""
-    t = app.tasks[task.value]
-    t.push_request(delivery_info={"redelivered": redelivered}, args=[message], kwargs={})
-    try:
-        return t(message)
-    finally:
-        t.pop_request()
-
-
 def test_the_stage_task_does_not_run_a_message_over_the_cap(
     installed: tuple[Celery, bootstrap.Container], redis_client: redis.Redis
 ) -> None:
@@ -523,7 +496,7 @@ def test_the_stage_task_does_not_run_a_message_over_the_cap(
     app, container = installed
     env = accept_work(container.journal, "t-cap")
     redis_client.hset(keys.deliveries("t-cap"), "engagement", 5)
-    assert _run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=True) is None
+    assert run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=True) is None
     entry = container.journal.get("t-cap")
     assert entry is not None and entry["state"] == "dead" and "decision" not in entry
     assert queued(redis_client, Queue.GUARDRAILS) == []
@@ -537,7 +510,7 @@ def test_a_first_delivery_is_not_counted(
     (for its task time limit, so the sweeper does not copy it meanwhile)."""
     app, container = installed
     env = accept_work(container.journal, "t-first")
-    _run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=False)
+    run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=False)
     entry = container.journal.get("t-first")
     assert entry is not None and entry["state"] == "decided"
     assert redis_client.exists(keys.deliveries("t-first")) == 0
@@ -554,7 +527,7 @@ def test_a_redelivery_under_the_cap_is_counted_and_runs(
     """A redelivered message under the cap is counted, then runs as usual."""
     app, container = installed
     env = accept_work(container.journal, "t-again")
-    _run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=True)
+    run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=True)
     assert redis_client.hget(keys.deliveries("t-again"), "engagement") == b"2"
     entry = container.journal.get("t-again")
     assert entry is not None and entry["state"] == "decided"

@@ -268,3 +268,30 @@ def test_a_process_learns_its_slack_bots_identity_at_start(
     said = bootstrap.learn_own_identity(broken)
     assert said is not None and said.startswith("could not learn")
     assert broken.org.learned == {}
+
+
+def test_people_are_worked_out_once_per_directory_and_again_when_it_changes(
+    slack: FakeSlack,
+) -> None:
+    """The adapter reads `directory()` at each send but walks it only when it hands back a
+    different mapping (an org file reloaded): a member added then is reachable at once."""
+    walked: list[str] = []
+
+    class Directory(dict[str, tuple[tuple[str, ...], str]]):
+        def items(self) -> Any:
+            walked.append("walk")
+            return super().items()
+
+    current = Directory(PEOPLE)
+    outbound = SlackOutbound(
+        token=slack.token, api_url=slack.url, timeout_s=5, directory=lambda: current
+    )
+    outbound.send(ask(1), ctx())
+    outbound.send(ask(2), ctx())
+    assert walked == ["walk"]
+    with pytest.raises(PermanentError, match="no Slack user id for zoe"):
+        outbound.send(ask(3, member_ids=("zoe",), mentions=()), ctx())
+    current = Directory({**PEOPLE, "zoe": (("U0ZOE",), "Zoe Park")})  # the org file reloaded
+    outbound.send(ask(4, member_ids=("zoe",), mentions=()), ctx())
+    assert walked == ["walk", "walk"]
+    assert len(slack.posts()) == 3

@@ -5,8 +5,6 @@ the engagement stage turns into an ask of the named owner."""
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +14,7 @@ from celery import Celery
 
 from contracts.goals import Sample
 from contracts.messages import WorkEnvelope
+from tests.fakes import queued
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -48,21 +47,6 @@ def app(container: Container) -> Celery:
 @pytest.fixture
 def steward(container: Container, app: Celery) -> StewardRun:
     return StewardRun.of(container, app)
-
-
-def queued(r: redis.Redis, queue: Queue) -> list[dict[str, Any]]:
-    """The messages waiting on one broker queue (as tests/workers/test_recovery.py reads them)."""
-    found = []
-    for raw in r.lrange(queue.value, 0, -1):
-        message = json.loads(raw)
-        body = message["body"]
-        if message["properties"].get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        args, _kwargs, _embed = json.loads(body)
-        found.append(
-            {"task": message["headers"]["task"], "id": message["headers"]["id"], "arg": args[0]}
-        )
-    return found
 
 
 def post(container: Container, value: float, at_ms: int) -> None:

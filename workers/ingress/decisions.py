@@ -91,7 +91,7 @@ def _check_id(direction_id: str) -> Response | None:
 def _person(deps: Deps, member_id: str, field: str) -> Response | None:
     """None for a member of the org who is not a seat; else the 422 saying why not."""
     view = deps.container.org.current()[0]
-    if member_id not in {m.id for m in view.org.members}:
+    if view.member(member_id) is None:
         return problem(
             422, "unknown_member", f"{field}: {member_id!r} is not a member of the org", field=field
         )

@@ -164,6 +164,10 @@ class SlackOutbound:
             retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1)],
         )
         self.bot_user_id: str | None = None
+        self._people_of: (
+            tuple[Mapping[str, tuple[tuple[str, ...], str]], tuple[dict[str, str], dict[str, str]]]
+            | None
+        ) = None
         # What auth.test said the token's bot is (`user_id`, `bot_id`), once `check` ran.
         self.identity: dict[str, str] = {}
 
@@ -264,13 +268,19 @@ class SlackOutbound:
     # ---------------------------------------------------------------- helpers
 
     def _people(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Slack user ids and display names by member id, worked out once per directory
+        (`directory()` hands back the same mapping until the org file changes)."""
+        directory = self.directory()
+        if self._people_of is not None and self._people_of[0] is directory:
+            return self._people_of[1]
         users: dict[str, str] = {}
         names: dict[str, str] = {}
-        for member_id, (aliases, display) in self.directory().items():
+        for member_id, (aliases, display) in directory.items():
             uid = slack_user_id(aliases)
             if uid is not None:
                 users[member_id] = uid
             names[member_id] = display
+        self._people_of = (directory, (users, names))
         return users, names
 
     def _user_ids(self, ask: OutboundAsk, users: Mapping[str, str]) -> list[str]:

@@ -14,11 +14,12 @@ A message merely waiting in a long queue (a stage pool that is down) also looks 
 its deadline; so is one still running. Neither is copied: the sweep looks for the entry's
 task id in its stage's queue (`queued_task_ids`, one pass over each queue that has an
 overdue entry) and the claim looks for the running mark a worker sets when it starts the
-message (workers/stores/lua/delivery_count.lua); either only moves the deadline on. So does
-an entry whose state moved within a deadline: on a broker that is not the stores' Redis, the
-stage that moved it (guardrails reserving, say) publishes the next stage's message a moment
-later, and until then that message is in no queue and running nowhere, yet must not be
-copied (on the stores' Redis the move and the message are one script, workers/stores/
+message (stage_start.lua, in delivery_count.lua or the stage's first script: a first
+delivery's mark comes with that script, workers/stages/base.py `Start`); either only moves the
+deadline on. So does an entry whose state moved within a deadline: on a broker that is not the
+stores' Redis, the stage that moved it (guardrails reserving, say) publishes the next stage's
+message a moment later, and until then that message is in no queue and running nowhere, yet
+must not be copied (on the stores' Redis the move and the message are one script, workers/stores/
 onward.py, and a copied stage that finds its move made publishes nothing). A re-enqueue
 notes one outstanding copy, and the delivery is counted only when a worker starts the copy,
 so a pool down for an hour drains its backlog with nothing dead-lettered: what waited

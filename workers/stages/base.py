@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 
 import redis
 from celery import Celery
@@ -47,6 +47,12 @@ from workers.stores.ticks import Ticks
 from workers.telemetry import TaskOutcome, telemetry
 
 log = logging.getLogger("seatwire.tasks")
+
+
+# Where a stage's start is written: `apart`, in a round trip of its own before the body
+# (delivery_count.lua); `first`, a first delivery's in the stage's first script and a
+# redelivery's apart; `always`, every start in the stage's first script (`Start`).
+StartIn = Literal["apart", "first", "always"]
 
 
 class Deps(Protocol):
@@ -88,9 +94,8 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
 
     abstract = True
     deps: ClassVar[Deps]  # set per task by `register_stage`
-    # A stage whose first script runs its start itself (`Start`): the guardrail stage, whose
-    # reservation does (guard_reserve.lua), one round trip for both.
-    starts_itself: ClassVar[bool] = False
+    # Where the stage's start is written (`StartIn`).
+    start_in: ClassVar[StartIn] = "apart"
 
     @property
     def stage(self) -> Queue:
@@ -100,22 +105,29 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         return timed(self.stage.value, lambda: self._call(*args, **kwargs))
 
     def _call(self, *args: Any, **kwargs: Any) -> Any:
-        # Every start is written down BEFORE the body, which may kill the process: the message
-        # is marked running (the sweeper never copies a message that is waiting or running),
-        # and a redelivery (kombu marks one it put back: a worker process that died on it, a
-        # visibility timeout, a shutdown) or a sweeper copy is counted; a message that only
-        # waited in its queue counts nothing. At the cap the message is dead-lettered and
-        # this returns normally, so Celery acks it and stops. The count comes before the
-        # `before_claim` crash point too: a message that killed its process there, ahead of
-        # the count, would be requeued forever (RELIABILITY.md test 4).
-        # A stage that `starts_itself` is handed its `Start` (on its request) for its first
-        # script to run, the crash point right after.
+        # Every start is written down before the body can do anything that may kill the
+        # process: the message is marked running (the sweeper never copies a message that is
+        # waiting or running), and a redelivery (kombu marks one it put back: a worker
+        # process that died on it, a visibility timeout, a shutdown) or a sweeper copy is
+        # counted; a message that only waited in its queue counts nothing. At the cap the
+        # message is dead-lettered and this returns normally, so Celery acks it and stops.
+        # A redelivery's count comes before the `before_claim` crash point too: a message
+        # that killed its process there, ahead of the count, would be requeued forever
+        # (RELIABILITY.md test 4). A start the stage's first script runs instead (`start_in`,
+        # `Start` says when) is handed to the body on its request.
         message = args[0] if args else None
         tracking_id = tracking_id_of(message)
         info = self.request.delivery_info or {}
         redelivered = bool(info.get("redelivered"))
-        if tracking_id and self.starts_itself:
-            self.request.seatwire_start = Start(self, tracking_id, message, redelivered)
+        where = self.start_in
+        in_script = where == "always" or (where == "first" and not redelivered)
+        self.request.seatwire_start = None
+        if tracking_id and in_script:
+            self.request.seatwire_start = Start(
+                self, tracking_id, message, redelivered, crash_after=where == "always"
+            )
+            if where == "first":  # nothing is written yet, and a first delivery counts nothing
+                crash_point(self.stage.value, "before_claim", tracking_id)
             return super().__call__(*args, **kwargs)
         if tracking_id and not self._admit_start(tracking_id, message, redelivered=redelivered):
             return None
@@ -124,7 +136,7 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
 
     def start_of_request(self) -> Start | None:
         """The `Start` this request's body runs in its first script (None: no tracking id,
-        or a stage that does not start itself)."""
+        or a start written apart, before the body)."""
         start = getattr(self.request, "seatwire_start", None)
         return start if isinstance(start, Start) else None
 
@@ -210,19 +222,41 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
 
 
 class Start:
-    """The start of a stage that `starts_itself`, run by the stage's first script: the
-    delivery cap and the running mark of `StageTask._admit_start` (stage_start.lua), ahead of
-    the script's own work and in the same round trip; the script does nothing more unless the
-    start is admitted. The `before_claim` crash point follows the admission, so the count
-    still comes before it (RELIABILITY.md test 4); for the guardrail stage, whose first script
-    is its reservation, that point comes after the reservation. The body before the script
-    only validates the message: nothing there runs on what the message says."""
+    """A stage's start run by the stage's first script instead of in a round trip of its
+    own: the delivery cap and the running mark of `StageTask._admit_start` (stage_start.lua),
+    ahead of the script's own work; the script does nothing more unless the start is admitted.
 
-    def __init__(self, task: StageTask, tracking_id: str, message: Any, redelivered: bool):
+    Where (`StageTask.start_in`, given to `register_stage`):
+    - `always`: every start (the guardrail stage, whose first script is its reservation).
+      The `before_claim` crash point follows the admission, so the count still comes before
+      it (RELIABILITY.md test 4): for that stage the point comes after the reservation. The
+      body before the script only validates the message: nothing there runs on what it says.
+    - `first`: a first delivery's (the engagement stage's decision record, the send stage's
+      send_begin). A first delivery counts nothing (the count is of REdeliveries), so what
+      its start adds there is the running mark and the check that the entry is not dead; its
+      `before_claim` point comes before the body, where nothing is written yet. A redelivery
+      (kombu's `redelivered`: a process died on it, a visibility timeout, a shutdown) is
+      counted apart before its body, as a stage that writes its start apart does, so a
+      message that kills its process in the body (the engagement's plan, say) is still
+      dead-lettered at the cap. A sweeper copy is not marked redelivered: the script counts
+      it, from the copies the sweeper noted. Until the script, the message is marked running
+      nowhere: a sweep in that moment may copy it once, which costs a redundant message,
+      never an effect (workers/recovery/sweeper.py)."""
+
+    def __init__(
+        self,
+        task: StageTask,
+        tracking_id: str,
+        message: Any,
+        redelivered: bool,
+        *,
+        crash_after: bool = True,
+    ) -> None:
         self.task = task
         self.tracking_id = tracking_id
         self.message = message
         self.redelivered = redelivered
+        self.crash_after = crash_after
 
     def script_args(self) -> tuple[list[str], list[str]]:
         """The start's keys and arguments, for the stage's first script to run it."""
@@ -237,9 +271,10 @@ class Start:
         )
 
     def admit(self, delivery: Delivery) -> bool:
-        """Whether the body goes on (a refusal logged), then the `before_claim` point."""
+        """Whether the body goes on (a refusal logged), then, for an `always` start, the
+        `before_claim` point."""
         run = self.task.admitted(self.tracking_id, delivery)
-        if run:
+        if run and self.crash_after:
             crash_point(self.task.stage.value, "before_claim", self.tracking_id)
         return run
 
@@ -330,12 +365,12 @@ def register_stage(
     deps: Deps,
     run: Callable[[StageTask, W], None],
     *,
-    starts_itself: bool = False,
+    start_in: StartIn = "apart",
 ) -> CeleryTask:
     """Register `run(task, envelope)` as the task of one pipeline row of the stage table:
     its name and queue, the stage options, handed `deps`, its message validated as the row's
-    envelope before `run` sees it. With `starts_itself`, `run`'s first script runs the start
-    (`task.start_of_request()`)."""
+    envelope before `run` sees it. With `start_in` `first` or `always`, `run`'s first script
+    runs the start it is handed (`task.start_of_request()`, None when written apart)."""
     stage = BY_TASK[task]
     envelope = stage.envelope
     if envelope is None:
@@ -344,9 +379,7 @@ def register_stage(
     def body(self: StageTask, message: dict[str, Any]) -> None:
         run(self, cast(W, envelope.model_validate(message)))
 
-    return _register(
-        app, stage.task, deps, body, {**STAGE_TASK_OPTIONS, "starts_itself": starts_itself}
-    )
+    return _register(app, stage.task, deps, body, {**STAGE_TASK_OPTIONS, "start_in": start_in})
 
 
 def register_beat(

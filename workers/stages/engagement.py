@@ -4,7 +4,6 @@ considered 'nobody'). The guardrail stage then reserves its place atomically."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +20,15 @@ from workers.container import Container
 from workers.errors import PermanentError
 from workers.org import OrgSource
 from workers.queues import Task
-from workers.stages.base import Deps, Onwards, StageTask, hand_off, onwards, register_stage
+from workers.stages.base import (
+    Deps,
+    Onwards,
+    StageTask,
+    Start,
+    hand_off,
+    onwards,
+    register_stage,
+)
 from workers.stages.rows import ledger_row, nonengagement_row
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
@@ -51,13 +58,17 @@ class Engagement:
             onwards=onwards,
         )
 
-    def __call__(self, env: WorkEnvelope) -> DecisionEnvelope | None:
+    def __call__(self, env: WorkEnvelope, start: Start | None = None) -> DecisionEnvelope | None:
+        """Decide and record; None when the report engages nobody (or is not decided, in
+        mode `off`). With `start` (a first delivery's: workers/stages/base.py `Start`) the
+        script that records the decision runs the start first, and nothing is recorded
+        unless it is admitted."""
         view, degraded = self.org.current()
         seat = view.seat(env.seat_id)
         if seat is None:
             raise PermanentError(f"seat {env.seat_id} is not in the org file")
         if self.mode == "off":
-            self._off(env, seat.member_id)
+            self._off(env, seat.member_id, start)
             return None
         ctx = EngagementContext(
             me=seat.member_id,
@@ -81,18 +92,25 @@ class Engagement:
             decision=decision,
         )
         onward = (
-            self.onwards.message(Task.GUARDRAILS, env.tracking_id, json.dumps(nxt.to_wire()))
+            self.onwards.message(
+                Task.GUARDRAILS, env.tracking_id, nxt.model_dump_json(by_alias=True)
+            )
             if self.onwards is not None and decision.engage
             else None
         )
-        stored = self.journal.record_decision(
+        started, stored = self.journal.record_decision_started(
             env.tracking_id,
             seat_id=seat.member_id,
             decision=decision,
             row=row,
             now_ms=decision.now_ms,
             onward=onward,
+            start=None if start is None else start.script_args(),
         )
+        if start is not None and (started is None or not start.admit(started)):
+            return None
+        if stored is None:  # not admitted (only a start can refuse it)
+            return None
         _recorded(env, stored)
         if not stored.engage:
             return None
@@ -133,7 +151,7 @@ class Engagement:
         )
         return conclude_engagement(plan, verdict)
 
-    def _off(self, env: WorkEnvelope, seat_id: str) -> None:
+    def _off(self, env: WorkEnvelope, seat_id: str, start: Start | None) -> None:
         """Send mode `off`: the report is received and written down as not decided."""
         now = self.clock_ms()
         decision = EngagementDecision(
@@ -152,14 +170,19 @@ class Engagement:
             reason_code="mode_off",
             reason=decision.reason,
         )
-        self.journal.record_decision(
+        started, stored = self.journal.record_decision_started(
             env.tracking_id,
             seat_id=seat_id,
             decision=decision,
             row=row,
             now_ms=now,
             final_state="off",
+            start=None if start is None else start.script_args(),
         )
+        if start is not None and (started is None or not start.admit(started)):
+            return
+        if stored is None:  # not admitted (only a start can refuse it)
+            return
         metrics = telemetry()
         metrics.decided("engagement", "off", decision.reason_code)
         metrics.finished("work", "off", accepted_at_ms=env.accepted_at_ms, now_ms=now)
@@ -185,8 +208,9 @@ def register(app: Celery, deps: Deps) -> None:
     def engagement(task: StageTask, env: WorkEnvelope) -> None:
         container = task.deps()
         atomic = onwards(app, container)
-        nxt = Engagement.of(container, atomic)(env)
+        nxt = Engagement.of(container, atomic)(env, task.start_of_request())
         if nxt is not None and atomic is None:  # else it went out with the decision
             hand_off(app, container, Task.GUARDRAILS, nxt.tracking_id, nxt.to_wire())
 
-    register_stage(app, TASK, deps, engagement)
+    # A first delivery's start runs in the script that records the decision.
+    register_stage(app, TASK, deps, engagement, start_in="first")

@@ -3,7 +3,6 @@ refusal down with the limit it hit."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,16 +37,14 @@ def send_onward(onwards: Onwards, env: DecisionEnvelope) -> Onward:
     """The send stage's message for `env`'s reservation, for guard_reserve.lua to push with
     the place it holds, the attempt it counts written in. It carries what the send stage reads
     of a verdict, allowed and the attempt (the op's own attempt wins there anyway)."""
-    text = json.dumps(
-        ReservedEnvelope(
-            tracking_id=env.tracking_id,
-            seat_id=env.seat_id,
-            accepted_at_ms=env.accepted_at_ms,
-            decision=env.decision,
-            verdict=GuardrailVerdict(allowed=True, attempt=1),
-        ).to_wire()
-    )
-    end = '"attempt": 1' + _ATTEMPT_TAIL
+    text = ReservedEnvelope(
+        tracking_id=env.tracking_id,
+        seat_id=env.seat_id,
+        accepted_at_ms=env.accepted_at_ms,
+        decision=env.decision,
+        verdict=GuardrailVerdict(allowed=True, attempt=1),
+    ).model_dump_json(by_alias=True)
+    end = '"attempt":1' + _ATTEMPT_TAIL
     if not text.endswith(end):  # the contract's field order changed: the slot is elsewhere
         raise RuntimeError(f"a send message no longer ends with its attempt: {text[-60:]!r}")
     return onwards.message(
@@ -137,4 +134,4 @@ def register(app: Celery, deps: Deps) -> None:
                 hand_off(app, container, Task.SEND, nxt.tracking_id, nxt.to_wire())
 
     # Its start runs in its reservation's script: the body before it only reads the message.
-    register_stage(app, TASK, deps, guardrails, starts_itself=True)
+    register_stage(app, TASK, deps, guardrails, start_in="always")

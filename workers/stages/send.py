@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 from celery import Celery
 
@@ -41,11 +41,12 @@ from workers.org import OrgSource
 from workers.outbound.base import Outbound, SendContext
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, StageTask, register_stage
+from workers.stages.base import Deps, StageTask, Start, register_stage
 from workers.stages.guardrails import Guardrails
 from workers.stages.rows import stage_row
 from workers.stages.send_ask import ask_of, gate, idempotency_id
 from workers.stages.send_retry import retry_send
+from workers.stores.dlq import Delivery
 from workers.stores.inbound import InboundStore, fact_keys
 from workers.stores.ledger import Ledger
 from workers.telemetry import telemetry
@@ -90,23 +91,27 @@ class Send:
             policy=s.send_policy,
         )
 
-    def __call__(self, env: ReservedEnvelope) -> str:
-        return self.send(env)
+    def __call__(self, env: ReservedEnvelope, start: Start | None = None) -> str:
+        return self.send(env, start)
 
     # ------------------------------------------------------------------ a try
 
-    def send(self, env: ReservedEnvelope) -> str:
+    def send(self, env: ReservedEnvelope, start: Start | None = None) -> str:
         """Send the ask exactly once; returns the op's final (or current) state. A try that
         ends the op is counted by its outcome as it is recorded (`_close`); one that will run
-        again, by why (`retry_result`)."""
+        again, by why (`retry_result`). With `start` (a first delivery's: workers/stages/
+        base.py `Start`) the script that begins the send runs the start first, and the op is
+        not touched unless it is admitted (then this returns the entry's state: `dead`)."""
         try:
-            return self._try(env)
+            return self._try(env, start)
         except (TransientError, PermanentError) as exc:
             telemetry().sent(self.outbound.name, retry_result(exc))
             raise
 
-    def _try(self, env: ReservedEnvelope) -> str:
-        held = self._begin(env)
+    def _try(self, env: ReservedEnvelope, start: Start | None) -> str:
+        held = self._begin(env, start)
+        if isinstance(held, Delivery):  # the start was not admitted
+            return held.state or "dead"
         step = next_step(held.start, message_attempt=env.verdict.attempt)
         if step.kind == "rereserve":
             if self._rereserve(env) == "refuse":
@@ -172,12 +177,28 @@ class Send:
             metrics.finished("work", "refused", accepted_at_ms=env.accepted_at_ms, now_ms=at_ms)
         return then.kind
 
-    def _begin(self, env: ReservedEnvelope) -> Try:
+    @overload
+    def _begin(self, env: ReservedEnvelope) -> Try: ...
+    @overload
+    def _begin(self, env: ReservedEnvelope, start: Start | None) -> Try | Delivery: ...
+
+    def _begin(self, env: ReservedEnvelope, start: Start | None = None) -> Try | Delivery:
+        """Begin a try under a new token; with `start`, the start's refusal when it was not
+        admitted (the op untouched)."""
         token = self.new_token()
-        start = self.ledger.begin_send(
-            env.tracking_id, tracking_id=env.tracking_id, token=token, lease_ms=self.lease_ms
+        started, begun = self.ledger.begin_send_started(
+            env.tracking_id,
+            tracking_id=env.tracking_id,
+            token=token,
+            lease_ms=self.lease_ms,
+            start=None if start is None else start.script_args(),
         )
-        return Try(token, start)
+        if start is not None:
+            assert started is not None  # a start given is always answered
+            if not start.admit(started):
+                return started
+        assert begun is not None  # admitted (or no start): the op was read and moved
+        return Try(token, begun)
 
     @staticmethod
     def _verdict(env: ReservedEnvelope, step: SendStep) -> GuardrailVerdict:
@@ -418,11 +439,12 @@ def register(app: Celery, deps: Deps) -> None:
         container = task.deps()
         stage = Send.of(container)
         try:
-            stage(env)
+            stage(env, task.start_of_request())
         except TransientError as exc:
             if not retry_send(task, container, env, exc, give_up=stage.give_up):
                 raise
             return
         crash_point("send", "after_done_before_ack", env.tracking_id)
 
-    register_stage(app, TASK, deps, send)
+    # A first delivery's start runs in the script that begins the send.
+    register_stage(app, TASK, deps, send, start_in="first")

@@ -46,7 +46,7 @@ def ask_of(env: ReservedEnvelope, verdict: GuardrailVerdict) -> OutboundAsk:
 def gate(ask: OutboundAsk, *, org: OrgSource, policy: SendPolicy, now_ms: int) -> SendGateVerdict:
     """The send gate's verdict on `ask`, in each reached person's own time zone."""
     view, _degraded = org.current()
-    members = {m.id: m for m in view.org.members}
+    members = view.member_by_id
     quiet = policy.quiet_hours
     default = quiet.default_timezone if quiet is not None else "UTC"
     zones = {}

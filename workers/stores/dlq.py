@@ -130,6 +130,7 @@ class DeadLetters:
     def __init__(self, client: redis.Redis, *, max_deliveries: int = 5) -> None:
         self.r = client
         self.max_deliveries = max_deliveries
+        self._start_fixed: dict[Queue, tuple[str, ...]] = {}
         self._count = script(client, "delivery_count")
         self._give_up = script(client, "stage_give_up")
         self._replay = script(client, "dlq_replay")
@@ -178,6 +179,9 @@ class DeadLetters:
         """The keys and arguments of `start` (stage_start.lua), for a script that runs the
         start first itself (guard_reserve.lua), in the same round trip as its own work."""
         dlq_id = task_id(tracking_id, queue)
+        fixed = self._start_fixed.get(queue)
+        if fixed is None:
+            fixed = self._start_fixed[queue] = self._fixed_start_args(queue)
         return (
             [
                 keys.deliveries(tracking_id),
@@ -189,24 +193,35 @@ class DeadLetters:
                 keys.running(tracking_id, queue.value),
             ],
             [
-                queue.value,
-                str(self.max_deliveries),
-                str(COUNTER_TTL_MS),
+                *fixed[:3],
                 str(now_ms),
                 tracking_id,
                 dlq_id,
-                QUEUE_TASK[queue].value,
+                fixed[3],
                 json.dumps(message),
-                f"redelivered {self.max_deliveries} times without finishing: its worker "
-                "process died (or was lost) on it each time",
-                ",".join(STAGE_OWNS[queue.value]),
+                *fixed[4:6],
                 "1" if redelivered else "0",
-                keys.copies_field(queue.value),
+                fixed[6],
                 str(running_ms),
-                f"re-enqueued by the sweeper and started {self.max_deliveries} times without "
-                "its entry moving on",
-                *finals(),
+                *fixed[7:],
             ],
+        )
+
+    def _fixed_start_args(self, queue: Queue) -> tuple[str, ...]:
+        """The arguments of `start_of` that only depend on the stage (made once per stage):
+        ARGV 1-3, 7, 9, 10, 12 and 14 onwards of delivery_count.lua, in that order."""
+        n = self.max_deliveries
+        return (
+            queue.value,
+            str(n),
+            str(COUNTER_TTL_MS),
+            QUEUE_TASK[queue].value,
+            f"redelivered {n} times without finishing: its worker process died (or was lost) "
+            "on it each time",
+            ",".join(STAGE_OWNS[queue.value]),
+            keys.copies_field(queue.value),
+            f"re-enqueued by the sweeper and started {n} times without its entry moving on",
+            *finals(),
         )
 
     def give_up(

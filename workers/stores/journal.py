@@ -16,6 +16,7 @@ import redis
 from contracts import EngagementDecision, LedgerRow
 from workers.errors import PermanentError
 from workers.stores import keys
+from workers.stores.dlq import Delivery, delivery
 from workers.stores.onward import NO_ONWARD, Onward
 from workers.stores.scripts import script, text
 
@@ -132,10 +133,39 @@ class Journal:
         (in `final_state`, by default `refused` or `nobody`). An engaging decision stored now
         pushes `onward` (the guardrail stage's message) in the same step; one found stored
         pushes nothing (workers/stores/onward.py)."""
+        _, stored = self.record_decision_started(
+            tracking_id,
+            seat_id=seat_id,
+            decision=decision,
+            row=row,
+            now_ms=now_ms,
+            final_state=final_state,
+            onward=onward,
+        )
+        assert stored is not None  # no start to refuse it
+        return stored
+
+    def record_decision_started(
+        self,
+        tracking_id: str,
+        *,
+        seat_id: str,
+        decision: EngagementDecision,
+        row: LedgerRow | None,
+        now_ms: int,
+        final_state: str | None = None,
+        onward: Onward | None = None,
+        start: tuple[list[str], list[str]] | None = None,
+    ) -> tuple[Delivery | None, EngagementDecision | None]:
+        """`record_decision`, with the stage's start run first in the same script (`start`,
+        its keys and arguments: workers/stores/dlq.py `start_of`): the start's answer (None
+        without one) and the stored decision, None when the start was not admitted (nothing
+        recorded)."""
         final = "" if row is None else ("refused" if decision.guardrail else "nobody")
         if row is not None and final_state is not None:
             final = final_state
         queue = [] if onward is None or row is not None else [onward.queue]
+        decided = decision.model_dump_json(by_alias=True)
         try:
             stored = self._decide(
                 keys=[
@@ -143,10 +173,11 @@ class Journal:
                     keys.JOURNAL_OPEN,
                     keys.ledger_stream(seat_id),
                     keys.LEDGER_SEATS,
+                    *([] if start is None else start[0]),
                     *queue,
                 ],
                 args=[
-                    decision.model_dump_json(by_alias=True),
+                    decided,
                     "" if row is None else row.model_dump_json(by_alias=True),
                     final,
                     now_ms,
@@ -156,13 +187,20 @@ class Journal:
                     LEDGER_STREAM_CAP,
                     self.ledger_retention_ms,
                     *(onward.args() if queue and onward is not None else NO_ONWARD),
+                    "" if start is None else json.dumps(start[1]),
                 ],
             )
         except redis.ResponseError as exc:
             if "NOENTRY" in str(exc):
                 raise PermanentError(str(exc)) from exc
             raise
-        return EngagementDecision.model_validate_json(stored)
+        if isinstance(stored, list):  # the start was not admitted: nothing recorded
+            return delivery(stored[1:]), None
+        admitted = None if start is None else Delivery("run")
+        # The decision made now comes back as it was sent: no need to read it back.
+        if text(stored) == decided:
+            return admitted, decision
+        return admitted, EngagementDecision.model_validate_json(stored)
 
 
 def postpone(client: redis.Redis, tracking_id: str, *, until_ms: int) -> None:

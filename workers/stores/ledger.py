@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from contracts import EngagementDecision, GuardrailVerdict, LedgerRow, Limits, Target
-from contracts.guardrails import DAY_MS, HOUR_MS
+from contracts.guardrails import DAY_MS
 from contracts.journal import OP_LIVE_STATES, OpFinalState, ReleaseCounter
 from contracts.send import SendStart
 from pipeline.guardrails import Tally, judge, target_ids
@@ -55,6 +55,7 @@ class Ledger:
         self.retention_ms = retention_ms
         self.ledger_retention_ms = ledger_retention_ms
         self._reserve = script(client, "guard_reserve")
+        self._tally = script(client, "guard_tally")
         self._begin = script(client, "send_begin")
         self._finish = script(client, "op_finish")
         self._abandon = script(client, "send_abandon")
@@ -205,45 +206,29 @@ class Ledger:
         ]
 
     def tally(self, *, decision: EngagementDecision, seat_id: str, now_ms: int) -> Tally:
-        """The counts `reserve` would judge, read in one round trip without reserving.
-
-        Read-only, so expired reservations are not purged here: they are subtracted instead
-        (a second round trip, only when one exists).
-        """
+        """The counts `reserve` would judge, read in one round trip without reserving
+        (guard_tally.lua). Read-only, so expired reservations are not purged here: they are
+        left out of the counts instead."""
         ids = target_ids(decision.targets)
-        dk = keys.by_dedupe_key(decision.dedupe_key or "")
-        day, hour = f"({now_ms - DAY_MS}", f"({now_ms - HOUR_MS}"
-        windowed = [
-            (keys.by_work(decision.work_id), day),
-            (keys.by_seat(seat_id), hour),
-            (keys.rooms_of(seat_id), day),
-            *((keys.by_target(t), day) for t in ids),
-        ]
-        pipe = self.r.pipeline(transaction=False)
-        pipe.zrange(dk, 0, -1, withscores=True)  # at most maxAttemptsPerAsk entries
-        for key, since in windowed:
-            pipe.zcount(key, since, "+inf")
-        pipe.zrangebyscore(keys.PENDING, "-inf", now_ms)
-        replies = pipe.execute()
-        same = {text(m): int(score) for m, score in replies[0]}
-        counts = [int(n) for n in replies[1:-1]]
-        expired = [text(m) for m in replies[-1]]
-        if expired:
-            pipe = self.r.pipeline(transaction=False)
-            for key, _ in windowed:
-                pipe.zmscore(key, expired)
-            for i, (scores, (_, since)) in enumerate(zip(pipe.execute(), windowed, strict=True)):
-                floor = int(since[1:])
-                counts[i] -= sum(1 for sc in scores if sc is not None and sc > floor)
-            for op_id in expired:
-                same.pop(op_id, None)
+        reply = self._tally(
+            keys=[
+                keys.by_dedupe_key(decision.dedupe_key or ""),
+                keys.by_work(decision.work_id),
+                keys.by_seat(seat_id),
+                keys.rooms_of(seat_id),
+                keys.PENDING,
+                *(keys.by_target(t) for t in ids),
+            ],
+            args=[now_ms, len(ids)],
+        )
+        same, last, work, seat, rooms, *per_target = (int(x) for x in reply)
         return Tally(
-            same_key=len(same),
-            last_same_at_ms=max(same.values(), default=None),
-            per_target=dict(zip(ids, counts[3:], strict=True)),
-            work=counts[0],
-            seat=counts[1],
-            rooms=counts[2],
+            same_key=same,
+            last_same_at_ms=None if last < 0 else last,
+            per_target=dict(zip(ids, per_target, strict=True)),
+            work=work,
+            seat=seat,
+            rooms=rooms,
         )
 
     def begin_send(
@@ -256,16 +241,51 @@ class Ledger:
         now_ms: int | None = None,
     ) -> SendStart:
         """Record the intent to send (under a lease) before anything goes on the wire."""
-        verb, info, attempt = self._begin(
-            keys=[keys.op(op_id), keys.PENDING, keys.journal(tracking_id)],
-            args=["" if now_ms is None else now_ms, token, lease_ms, op_id],
+        _, begun = self.begin_send_started(
+            op_id, tracking_id=tracking_id, token=token, lease_ms=lease_ms, now_ms=now_ms
         )
+        assert begun is not None  # no start to refuse it
+        return begun
+
+    def begin_send_started(
+        self,
+        op_id: str,
+        *,
+        tracking_id: str,
+        token: str,
+        lease_ms: int,
+        now_ms: int | None = None,
+        start: tuple[list[str], list[str]] | None = None,
+    ) -> tuple[Delivery | None, SendStart | None]:
+        """`begin_send`, with the send stage's start run first in the same script (`start`,
+        its keys and arguments: workers/stores/dlq.py `start_of`): the start's answer (None
+        without one) and how the op began, None when the start was not admitted (the op
+        untouched)."""
+        reply = self._begin(
+            keys=[
+                keys.op(op_id),
+                keys.PENDING,
+                keys.journal(tracking_id),
+                *([] if start is None else start[0]),
+            ],
+            args=[
+                "" if now_ms is None else now_ms,
+                token,
+                lease_ms,
+                op_id,
+                *([] if start is None else [json.dumps(start[1])]),
+            ],
+        )
+        verb, info, attempt = reply
+        if text(verb) == "start":
+            return delivery(reply[1:]), None
         stored = text(attempt)
-        return SendStart(
+        begun = SendStart(
             verb=text(verb),  # a SendBeginVerb: pydantic refuses any other
             info=text(info),
             attempt=int(stored) if stored else None,
         )
+        return (None if start is None else Delivery("run")), begun
 
     def finish(
         self,

@@ -77,7 +77,7 @@ class Overrides:
         if objective is not None and objective.is_active:
             audit = StewardAudit(self.r)
             rejected, last = audit.rejected_titles(objective.key), audit.last_gates(objective.key)
-        member_ids = {m.id for m in view.org.members}
+        member_ids = view.member_by_id.keys()
         checked = check_override(
             req,
             objective,

@@ -34,7 +34,7 @@ def get_project(ctx: ToolContext, _args: GetProject) -> dict[str, Any]:
     view = ctx.container.org.current()[0]
     card = view.org.project
     started, paused = ctx.container.redis.hmget(keys.PROJECT, ["started", "paused"])
-    me = next((m for m in view.org.members if m.id == ctx.seat.member_id), None)
+    me = view.member(ctx.seat.member_id)
     return {
         "project": {
             "name": card.name,
@@ -94,7 +94,7 @@ def _freshness(last_ms: int | None, now_ms: int) -> str | None:
 )
 def find_agents(ctx: ToolContext, args: FindAgents) -> dict[str, Any]:
     view = ctx.container.org.current()[0]
-    members = {m.id: m for m in view.org.members}
+    members = view.member_by_id
     prefix = (args.name_prefix or "").casefold()
     named = sorted(
         (_name(members.get(s.member_id), s.member_id), s.member_id, s) for s in view.org.seats

@@ -1,10 +1,20 @@
 -- Move an ask from `reserved` to `sending`, recording the intent BEFORE the wire call.
--- KEYS: 1 op hash, 2 pending zset, 3 journal entry.
--- ARGV: 1 nowMs ('' = Redis TIME), 2 fencing token, 3 lease ms, 4 opId.
+-- Given the send stage's start (a first delivery's: workers/stages/base.py `Start`), it runs
+-- that first (stage_start.lua) and touches nothing more unless the start is admitted.
+-- KEYS: 1 op hash, 2 pending zset, 3 journal entry, [4..10 the start's 7 keys, when given].
+-- ARGV: 1 nowMs ('' = Redis TIME), 2 fencing token, 3 lease ms, 4 opId, 5 the start's
+--       arguments (a JSON array of strings; '' or absent = no start).
 -- Returns {verb, atMs|state, attempt}: go | reconcile (a previous try may have sent) | busy
 -- (another worker holds a live lease) | expired (re-check the guardrails) | done (final) |
 -- missing. `attempt` is the op's own: the ask's idempotency id is built from it, never from
--- the message, which may predate a re-reservation.
+-- the message, which may predate a re-reservation. Or {'start', verb, n} when a start was
+-- given and not admitted (stage_start's {'dead', deliveries} or {'done', state}).
+if ARGV[5] and ARGV[5] ~= '' then
+  local K = {}
+  for i = 1, 7 do K[i] = KEYS[3 + i] end
+  local started = stage_start(K, cjson.decode(ARGV[5]))
+  if started[1] ~= 'run' then return {'start', started[1], started[2]} end
+end
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')

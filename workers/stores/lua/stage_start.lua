@@ -1,5 +1,6 @@
--- A worker's start of a stage's message (delivery_count.lua runs it alone; guard_reserve.lua
--- runs it first, so that the guardrail stage's start and its reservation are one script).
+-- A worker's start of a stage's message (delivery_count.lua runs it alone; guard_reserve.lua,
+-- and for a first delivery decision_record.lua and send_begin.lua, run it first, so that the
+-- start and the stage's own first write are one script).
 -- K: the start's 7 keys, A: its arguments, both as delivery_count.lua documents them.
 -- Returns {'run', deliveries} | {'dead', deliveries} | {'done', state}.
 local function stage_start(K, A)
