@@ -76,7 +76,8 @@ class BaselineTask(StageTask):
     writing each start down (`_admit_start`: the delivery-count script marks the message
     running on its journal entry and counts a redelivery, one Lua round trip). A no-op has no
     journal entry, no stage-table row and no container to write it with, so every start is
-    admitted as it is; the real stages pay that round trip on their side of the ratio. The
+    admitted as it is; the real stages pay for it on their side of the ratio (a first
+    delivery's start inside the stage's first script, a redelivery's in its own). The
     rest of the base class's `__call__` (the delivery info, the `before_claim` crash point)
     runs as it does for a stage."""
 
