@@ -15,9 +15,9 @@ import pytest
 import redis
 from celery import Celery
 
-from contracts import WorkReport
 from contracts.messages import WorkEnvelope
-from tests.fakes import BLOCKED_REPORT, Crash, queued, run_task
+from tests.fakes import Crash, queued, run_task
+from tests.workers.test_recovery import accept_work
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -27,8 +27,6 @@ from workers.stores import keys
 from workers.stores.scripts import SCRIPTS, source
 
 pytestmark = pytest.mark.redis
-
-NOW = 1_800_000_000_000
 
 
 @pytest.fixture
@@ -56,24 +54,6 @@ def scripts_run(redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> I
     yield ran
 
 
-def accept(container: Container, tracking: str) -> WorkEnvelope:
-    env = WorkEnvelope(
-        tracking_id=tracking,
-        seat_id="scout",
-        accepted_at_ms=NOW,
-        report=WorkReport.model_validate(dict(BLOCKED_REPORT)),
-    )
-    container.journal.accept(
-        tracking,
-        kind="work",
-        seat_id="scout",
-        payload=env.model_dump_json(by_alias=True),
-        now_ms=NOW,
-        fingerprint="f",
-    )
-    return env
-
-
 def send_message(app: Celery, r: redis.Redis, env: WorkEnvelope) -> dict[str, Any]:
     """Run the report to its send message (engagement and guardrails, first deliveries)."""
     run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=False)
@@ -93,7 +73,7 @@ def test_a_first_engagement_starts_in_its_decision_record(
     worker: tuple[Celery, Container], redis_client: redis.Redis, scripts_run: list[str]
 ) -> None:
     app, container = worker
-    env = accept(container, "t-one")
+    env = accept_work(container.journal, "t-one")
     scripts_run.clear()
     run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=False)
     assert scripts_run == ["guard_tally", "decision_record"]  # no delivery_count of its own
@@ -107,7 +87,7 @@ def test_a_redelivered_engagement_is_counted_apart_before_its_body(
     worker: tuple[Celery, Container], redis_client: redis.Redis, scripts_run: list[str]
 ) -> None:
     app, container = worker
-    env = accept(container, "t-two")
+    env = accept_work(container.journal, "t-two")
     scripts_run.clear()
     run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=True)
     assert scripts_run == ["delivery_count", "guard_tally", "decision_record"]
@@ -119,7 +99,7 @@ def test_a_first_send_starts_in_send_begin(
     worker: tuple[Celery, Container], redis_client: redis.Redis, scripts_run: list[str]
 ) -> None:
     app, container = worker
-    message = send_message(app, redis_client, accept(container, "t-send"))
+    message = send_message(app, redis_client, accept_work(container.journal, "t-send"))
     scripts_run.clear()
     run_task(app, Task.SEND, message, redelivered=False)
     assert scripts_run == ["send_begin", "op_finish"]
@@ -140,7 +120,7 @@ def test_a_sweeper_copy_at_the_cap_is_dead_lettered_by_the_stage_script(
     counts it (from the copy the sweeper noted) and, at the cap, dead-letters it as `stuck`
     with nothing recorded: no decision, no send begun."""
     app, container = worker
-    env = accept(container, "t-stuck")
+    env = accept_work(container.journal, "t-stuck")
     message = env.to_wire() if stage == "engagement" else send_message(app, redis_client, env)
     redis_client.hset(keys.deliveries("t-stuck"), mapping={stage: 5, keys.copies_field(stage): 1})
     task = Task.ENGAGEMENT if stage == "engagement" else Task.SEND
@@ -161,7 +141,7 @@ def test_a_first_delivery_of_a_dead_entry_touches_nothing(
     worker: tuple[Celery, Container], redis_client: redis.Redis, stage: str
 ) -> None:
     app, container = worker
-    env = accept(container, "t-dead")
+    env = accept_work(container.journal, "t-dead")
     message = env.to_wire() if stage == "engagement" else send_message(app, redis_client, env)
     redis_client.hset(keys.journal("t-dead"), "state", "dead")
     task = Task.ENGAGEMENT if stage == "engagement" else Task.SEND
@@ -180,7 +160,7 @@ def test_a_message_that_kills_its_process_is_still_counted_to_the_cap(
     The first dies with nothing written (not even the running mark); each redelivery is
     counted before it dies; the fifth is dead-lettered and never reaches the point."""
     app, container = worker
-    env = accept(container, "t-poison")
+    env = accept_work(container.journal, "t-poison")
     seen: list[tuple[bool, Any]] = []
 
     def dies(stage: str, point: str, tracking_id: str) -> None:
