@@ -279,6 +279,16 @@ class Start:
         return run
 
 
+def refused(start: Start | None, started: Delivery | None) -> bool:
+    """Whether a stage's first script refused to go on for the start it was handed: False
+    without a start; else `start.admit` on the script's answer (`started`, which a script
+    given a start always returns), which logs a refusal."""
+    if start is None:
+        return False
+    assert started is not None  # a script given a start always answers for it
+    return not start.admit(started)
+
+
 @dataclass(frozen=True)
 class Onwards:
     """The next stage's messages of a stage whose broker is the stores' own Redis

@@ -27,6 +27,7 @@ from workers.stages.base import (
     Start,
     hand_off,
     onwards,
+    refused,
     register_stage,
 )
 from workers.stages.rows import ledger_row, nonengagement_row
@@ -107,9 +108,7 @@ class Engagement:
             onward=onward,
             start=None if start is None else start.script_args(),
         )
-        if start is not None and (started is None or not start.admit(started)):
-            return None
-        if stored is None:  # not admitted (only a start can refuse it)
+        if refused(start, started) or stored is None:  # only a start refuses a record
             return None
         _recorded(env, stored)
         if not stored.engage:
@@ -179,9 +178,7 @@ class Engagement:
             final_state="off",
             start=None if start is None else start.script_args(),
         )
-        if start is not None and (started is None or not start.admit(started)):
-            return
-        if stored is None:  # not admitted (only a start can refuse it)
+        if refused(start, started) or stored is None:  # only a start refuses a record
             return
         metrics = telemetry()
         metrics.decided("engagement", "off", decision.reason_code)

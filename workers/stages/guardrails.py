@@ -21,6 +21,7 @@ from workers.stages.base import (
     Start,
     hand_off,
     onwards,
+    refused,
     register_stage,
 )
 from workers.stages.rows import stage_row
@@ -78,7 +79,7 @@ class Guardrails:
             onward=None if self.onwards is None else send_onward(self.onwards, env),
             start=None if start is None else start.script_args(),
         )
-        if start is not None and (started is None or not start.admit(started)):
+        if refused(start, started):
             return None
         if verdict is None:  # the start was not admitted: nothing reserved
             return None

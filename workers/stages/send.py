@@ -41,7 +41,7 @@ from workers.org import OrgSource
 from workers.outbound.base import Outbound, SendContext
 from workers.queues import Task
 from workers.recovery.faults import crash_point
-from workers.stages.base import Deps, StageTask, Start, register_stage
+from workers.stages.base import Deps, StageTask, Start, refused, register_stage
 from workers.stages.guardrails import Guardrails
 from workers.stages.rows import stage_row
 from workers.stages.send_ask import ask_of, gate, idempotency_id
@@ -193,10 +193,9 @@ class Send:
             lease_ms=self.lease_ms,
             start=None if start is None else start.script_args(),
         )
-        if start is not None:
-            assert started is not None  # a start given is always answered
-            if not start.admit(started):
-                return started
+        if refused(start, started):
+            assert started is not None
+            return started
         assert begun is not None  # admitted (or no start): the op was read and moved
         return Try(token, begun)
 
