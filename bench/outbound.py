@@ -5,8 +5,8 @@ RATIO to the file outbox in the same run, and what reconciling an ambiguous send
 
 Each round runs, one after the other on a flushed database, bench.pipeline's Seatwire run
 (the same items, workers and method: `seatwire worker --queues engagement,guardrails,send`,
-N blocked reports enqueued as the ingress does, timed until every journal entry is final and
-every ask delivered) three times:
+N blocked reports enqueued as the ingress does (its `script` feed), timed until every
+journal entry is final and every ask delivered) three times:
 
   file        SEATWIRE_OUTBOUND=file, fsync on (the default adapter, the baseline)
   slack       SEATWIRE_OUTBOUND=slack against the fake Slack server (tests/fake_slack.py, its

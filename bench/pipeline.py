@@ -7,17 +7,27 @@ Each round runs, one after the other on a flushed database:
 
   baseline      `celery -A bench.noop_app worker -c 2` (prefork), N chains noop1->noop2->noop3
   seatwire      `uv run seatwire worker --queues engagement,guardrails,send --concurrency 2`
-                with SEATWIRE_OUTBOX_FSYNC=true, then again with false
+                with SEATWIRE_OUTBOX_FSYNC=true, then again with false (`--fsync`)
+
+each fed both ways (`--feed`), the baseline and Seatwire alike, and each Seatwire run is
+compared with the baseline fed the same way:
+
+  script        one Redis call per item that writes its first message: for Seatwire the
+                ingress's own intake on this deployment, where the broker is the stores'
+                Redis (`RedisIntake`, workers/ingress/intake.py: journal_enqueue.lua writes
+                the journal entry and the engagement task's message); for the baseline an
+                LPUSH of the same Celery protocol-2 message for noop1
+  celery        Celery's publish: for Seatwire the ingress's intake for any other broker
+                (`CeleryIntake`: journal accept, publish, mark enqueued), for the baseline
+                `send_task`
 
 Workers are started fresh for every run (in their own process group, always killed at the end),
 warmed up with a few items, and then timed from the first enqueue of N items until the last
 one is done: for the baseline, a counter INCRed by noop3 reaches N; for Seatwire, every journal
-entry has left `sw:j:open` and the outbox has N lines. Seatwire's items are enqueued the way
-the ingress's Celery intake does it (`CeleryIntake` in workers/ingress/intake.py, without
-HTTP): journal accept, publish of the engagement task, mark enqueued. Each report is a
-distinct piece of work blocked on a decision with a named owner, so it engages one person by
-DM; the owners rotate over the org's members and the limits are set very high: this measures
-throughput, not refusals.
+entry has left `sw:j:open` and the outbox has N lines. Each report is a distinct piece of
+work blocked on a decision with a named owner, so it engages one person by DM; the owners
+rotate over the org's members and the limits are set very high: this measures throughput, not
+refusals.
 
 The figure is reports/s for Seatwire over chains/s for the baseline, per round and as medians.
 """
@@ -39,7 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench import stop_cleanly_on_sigterm
 
@@ -47,6 +57,12 @@ REPO = Path(__file__).resolve().parent.parent
 HIGH = 1_000_000_000
 # Issue 14: Seatwire's three stages at least 0.9 of a 3-hop no-op chain's throughput.
 TARGET_RATIO = 0.9
+Feed = Literal["script", "celery"]  # how items are fed in: the module's docstring
+FEEDS: dict[str, list[Feed]] = {
+    "both": ["script", "celery"],
+    "script": ["script"],
+    "celery": ["celery"],
+}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -291,9 +307,9 @@ class Bench:
 
     # ------------------------------------------------------------------ baseline
 
-    def baseline(self, rnd: int) -> Result:
+    def baseline(self, rnd: int, feed: Feed = "script") -> Result:
         from bench import noop_app
-        from workers.broker import INGRESS_PUBLISH_RETRY
+        from workers.broker import INGRESS_PUBLISH_RETRY, foreign_message
         from workers.celery_app import create_app
         from workers.settings import Settings
 
@@ -324,6 +340,14 @@ class Bench:
         warm = make_items(self.args.warmup, f"warm-b{rnd}", self.args.org_file)
         items = make_items(self.args.n, f"b{rnd}", self.args.org_file)
         messages = [envelope(it, 0)[2] for it in [*warm, *items]]
+        queue = noop_app.QUEUES[0]
+
+        def feed_one(m: dict[str, Any]) -> None:
+            if feed == "celery":
+                noop_app.publish(0, m, retry_policy=INGRESS_PUBLISH_RETRY, via=app)
+            else:
+                tid = f"{m['trackingId']}:{queue}"
+                self.r.lpush(queue, foreign_message(noop_app.TASKS[0], queue, tid, json.dumps(m)))
 
         def done(k: int) -> Callable[[], bool]:
             return lambda: int(self.r.get(noop_app.DONE_KEY) or 0) >= k
@@ -333,14 +357,14 @@ class Bench:
                 "baseline", argv, env, self.tmp / f"baseline-{rnd}.log", self.registry
             ) as w:
                 for m in messages[: len(warm)]:
-                    noop_app.publish(0, m, retry_policy=INGRESS_PUBLISH_RETRY, via=app)
+                    feed_one(m)
                 if not wait_until(done(len(warm)), 60):
                     raise RuntimeError(f"baseline warm-up did not finish:\n{w.tail()}")
                 meter = Meter(w, self.r)
                 meter.begin()
                 t0 = time.perf_counter()
                 for m in messages[len(warm) :]:
-                    noop_app.publish(0, m, retry_policy=INGRESS_PUBLISH_RETRY, via=app)
+                    feed_one(m)
                 t_enq = time.perf_counter() - t0
                 if not wait_until(done(len(messages)), self.args.timeout):
                     got = int(self.r.get(noop_app.DONE_KEY) or 0)
@@ -352,7 +376,7 @@ class Bench:
                 cpu = meter.end()
         finally:
             app.close()
-        return Result("baseline", len(items), elapsed, t_enq, *cpu)
+        return Result(f"baseline feed={feed}", len(items), elapsed, t_enq, *cpu)
 
     # ------------------------------------------------------------------ seatwire
 
@@ -364,18 +388,22 @@ class Bench:
         extra_env: dict[str, str] | None = None,
         delivered: Callable[[], int] | None = None,
         kind: str | None = None,
+        feed: Feed = "script",
     ) -> Result:
         """Seatwire's three stages; `extra_env` and `delivered` (asks delivered so far) swap
-        the file outbox for another adapter (bench/outbound.py)."""
+        the file outbox for another adapter (bench/outbound.py). `feed` is how the reports
+        are journalled and enqueued (FEEDS)."""
         from workers.bootstrap import build_container, now_ms
-        from workers.broker import INGRESS_PUBLISH_RETRY, publish
+        from workers.broker import INGRESS_PUBLISH_RETRY, publish, shares_broker
         from workers.celery_app import create_app
+        from workers.ingress.intake import Arrival, RedisIntake
         from workers.queues import Task
         from workers.settings import Settings
         from workers.stores import keys
+        from workers.stores.scripts import script, text
 
         self.flush()
-        outbox = self.tmp / f"outbox-{rnd}-{'fsync' if fsync else 'nofsync'}.jsonl"
+        outbox = self.tmp / f"outbox-{rnd}-{'fsync' if fsync else 'nofsync'}-{feed}.jsonl"
         env = self._env(
             SEATWIRE_OUTBOX_PATH=str(outbox),
             SEATWIRE_OUTBOX_FSYNC="true" if fsync else "false",
@@ -398,14 +426,36 @@ class Bench:
         app = create_app(settings, register=False)
         container = build_container(settings, app=app)
         journal = container.journal
-        tag = f"s{rnd}{'f' if fsync else 'n'}"
+        if feed == "script" and not shares_broker(settings):
+            raise RuntimeError("the script feed needs the broker to be the stores' Redis")
+        intake = RedisIntake(str(settings.redis_url), deadline_ms=settings.journal_deadline_ms)
+        enqueue = script(container.redis, "journal_enqueue")
+        tag = f"s{rnd}{'f' if fsync else 'n'}{feed[0]}"
         warm = make_items(self.args.warmup, f"warm-{tag}", self.args.org_file)
         items = make_items(self.args.n, tag, self.args.org_file)
 
         def journal_and_enqueue(item: Item) -> str:
-            # The ingress's `CeleryIntake` (workers/ingress/intake.py), minus the HTTP.
             accepted_at = now_ms()
             tracking, fingerprint, message = envelope(item, accepted_at)
+            if feed == "script":
+                # The ingress's `RedisIntake` (workers/ingress/intake.py), minus the HTTP and
+                # the event loop: one journal_enqueue.lua call.
+                k, a = intake.script_call(
+                    Arrival(
+                        task=Task.ENGAGEMENT,
+                        tracking_id=tracking,
+                        kind="work",
+                        seat_id=item.seat,
+                        payload=json.dumps(message),
+                        fingerprint=fingerprint,
+                        now_ms=accepted_at,
+                    )
+                )
+                verb = text(enqueue(keys=k, args=a)[0])
+                if verb != "new":
+                    raise RuntimeError(f"{tracking} was already journalled ({verb})")
+                return tracking
+            # The ingress's `CeleryIntake`, minus the HTTP: journal, publish, mark enqueued.
             result = journal.accept(
                 tracking,
                 kind="work",
@@ -437,7 +487,7 @@ class Bench:
                 f"seatwire(fsync={fsync})",
                 argv,
                 env,
-                self.tmp / f"seatwire-{rnd}-{int(fsync)}.log",
+                self.tmp / f"seatwire-{rnd}-{int(fsync)}-{feed}.log",
                 self.registry,
             ) as w:
                 for it in warm:
@@ -462,7 +512,7 @@ class Bench:
             app.close()
             container.redis.close()
         extra = self._verify(trackings, outbox, expected, lines())
-        kind = kind or f"seatwire fsync={'on' if fsync else 'off'}"
+        kind = kind or f"seatwire fsync={'on' if fsync else 'off'} feed={feed}"
         return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
 
     def _verify(
@@ -518,7 +568,7 @@ class Bench:
 
 def line(r: Result) -> str:
     return (
-        f"{r.kind:<18} {r.per_s:>7.1f}/s  {r.seconds:>7.2f} s for {r.n} "
+        f"{r.kind:<30} {r.per_s:>7.1f}/s  {r.seconds:>7.2f} s for {r.n} "
         f"(enqueue {r.enqueue_s:5.2f} s)  CPU ms/item: workers {1e3 * r.worker_cpu_s / r.n:.2f}"
         f", redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
         f"; other load {r.other_cpu_s / r.seconds:.2f} cores"
@@ -540,6 +590,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=40, help="items before the clock starts")
     ap.add_argument("--concurrency", type=int, default=2, help="worker processes")
     ap.add_argument("--fsync", choices=["both", "on", "off"], default="both")
+    ap.add_argument(
+        "--feed",
+        choices=list(FEEDS),
+        default="both",
+        help="how Seatwire's reports are journalled and enqueued (the module's docstring)",
+    )
     ap.add_argument("--loglevel", default="INFO", help="worker log level (production: INFO)")
     ap.add_argument("--org-file", type=Path, default=BUNDLED_ORG)
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
@@ -567,17 +623,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         for rnd in range(1, args.rounds + 1):
-            base = bench.baseline(rnd)
-            results.append((rnd, base))
-            print(f"round {rnd}  {line(base)}", flush=True)
-            for fsync in variants:
-                sw = bench.seatwire(rnd, fsync)
-                results.append((rnd, sw))
-                print(f"round {rnd}  {line(sw)}  ratio {sw.per_s / base.per_s:.3f}", flush=True)
-                hops = "  ".join(f"{k} {v:.0f}" for k, v in sw.extra["hop_ms_median"].items())
-                print(
-                    f"          hop latency medians, ms (queue wait included): {hops}", flush=True
-                )
+            for feed in FEEDS[args.feed]:
+                base = bench.baseline(rnd, feed)
+                results.append((rnd, base))
+                print(f"round {rnd}  {line(base)}", flush=True)
+                for fsync in variants:
+                    sw = bench.seatwire(rnd, fsync, feed=feed)
+                    results.append((rnd, sw))
+                    ratio = sw.per_s / base.per_s
+                    print(f"round {rnd}  {line(sw)}  ratio {ratio:.3f}", flush=True)
+                    hops = "  ".join(f"{k} {v:.0f}" for k, v in sw.extra["hop_ms_median"].items())
+                    print(
+                        f"          hop latency medians, ms (queue wait included): {hops}",
+                        flush=True,
+                    )
     finally:
         bench.stop_all()
         bench.flush()
@@ -587,16 +646,17 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: statistics.median(r.per_s for _, r in results if r.kind == k) for k in kinds}
     for k in kinds:
         cpu = statistics.median(1e3 * r.worker_cpu_s / r.n for _, r in results if r.kind == k)
-        print(f"  {k:<18} {med[k]:>8.0f}/s   worker CPU {cpu:.2f} ms/item")
-    for k in kinds[1:]:
+        print(f"  {k:<30} {med[k]:>8.0f}/s   worker CPU {cpu:.2f} ms/item")
+    for k in (k for k in kinds if k.startswith("seatwire")):
+        against = f"baseline feed={k.rsplit('feed=', 1)[1]}"  # fed the same way
         ratios = []
         for rnd in range(1, args.rounds + 1):
-            b = next(r for n, r in results if n == rnd and r.kind == "baseline")
+            b = next(r for n, r in results if n == rnd and r.kind == against)
             s = next(r for n, r in results if n == rnd and r.kind == k)
             ratios.append(s.per_s / b.per_s)
         verdict = "MET" if statistics.median(ratios) >= TARGET_RATIO else "NOT MET"
         print(
-            f"  ratio {k}/baseline: median {statistics.median(ratios):.3f} "
+            f"  ratio {k}/{against}: median {statistics.median(ratios):.3f} "
             f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)}) target >= {TARGET_RATIO}: {verdict}"
         )
     if args.json:

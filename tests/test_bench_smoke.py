@@ -75,7 +75,14 @@ SMOKES: dict[str, Smoke] = {
     ),
     "pipeline": Smoke(
         "--redis-url {url} --n 10 --rounds 1 --warmup 3 --fsync on --no-uv --timeout 60",
-        ("round 1  baseline", "round 1  seatwire fsync=on", "ratio seatwire fsync=on/baseline"),
+        (
+            "round 1  baseline feed=script",
+            "round 1  seatwire fsync=on feed=script",
+            "round 1  baseline feed=celery",
+            "round 1  seatwire fsync=on feed=celery",
+            "ratio seatwire fsync=on feed=script/baseline feed=script: median",
+            "ratio seatwire fsync=on feed=celery/baseline feed=celery: median",
+        ),
     ),
     "directedness": Smoke(
         "--redis-url {url} --n 10 --rounds 1 --warmup 3 --timeout 60",

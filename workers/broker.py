@@ -174,18 +174,18 @@ def celery_body(payload: str) -> str:
     return f"[[{payload}], {{}}, {EMBED}]"
 
 
-def _template(task: Task) -> str:
-    """The message of `task` as JSON, with @tid@, @root@, @parent@, @argsrepr@, @origin@ and
-    @tag@ left to fill in (the ids are tracking ids, uuids and pid@host: nothing in them
-    needs escaping; @parent@ is filled in with its JSON, null or a string)."""
-    queue = TASK_QUEUE[task].value
+def _template(name: str, queue: str) -> str:
+    """The message of task `name` on `queue` as JSON, with @tid@, @root@, @parent@,
+    @argsrepr@, @origin@ and @tag@ left to fill in (the ids are tracking ids, uuids and
+    pid@host: nothing in them needs escaping; @parent@ is filled in with its JSON, null or a
+    string)."""
     message: dict[str, Any] = {
         "body": "@body@",
         "content-encoding": "utf-8",
         "content-type": "application/json",
         "headers": {
             "lang": "py",
-            "task": task.value,
+            "task": name,
             "id": "@tid@",
             "shadow": None,
             "eta": None,
@@ -218,7 +218,34 @@ def _template(task: Task) -> str:
     return json.dumps(message)
 
 
-_TEMPLATES = {task: _template(task) for task in Task}
+_TEMPLATES = {task: _template(task.value, TASK_QUEUE[task].value) for task in Task}
+
+
+def _filled(
+    template: str,
+    tid: str,
+    argsrepr: str,
+    payload: str | None,
+    root_id: str | None,
+    parent_id: str | None,
+) -> str:
+    message = (
+        template.replace("@tid@", tid)
+        .replace("@root@", root_id or tid)
+        .replace('"@parent@"', json.dumps(parent_id))
+        .replace("@argsrepr@", argsrepr)
+        .replace("@origin@", f"gen{os.getpid()}@{_HOST}")
+        .replace("@tag@", str(uuid.uuid4()))
+    )
+    if payload is not None:
+        message = message.replace('"@body@"', json.dumps(celery_body(payload)))
+    return message
+
+
+def foreign_message(name: str, queue: str, task_id: str, payload: str) -> str:
+    """`celery_message` for a task that is no `Task` of Seatwire's (bench.noop_app's no-op
+    chain, fed by bench.pipeline the way the ingress feeds a report): its own root."""
+    return _filled(_template(name, queue), task_id, f"[{task_id}]", payload, None, None)
 
 
 def celery_message(
@@ -239,18 +266,7 @@ def celery_message(
     id) and its `root_id` (or its id) as the root; outside one (`parent_id` None) the message
     is its own root. `origin` is this process's, as Celery's `anon_nodename()`."""
     tid = task_id(tracking_id, TASK_QUEUE[task])
-    message = (
-        _TEMPLATES[task]
-        .replace("@tid@", tid)
-        .replace("@root@", root_id or tid)
-        .replace('"@parent@"', json.dumps(parent_id))
-        .replace("@argsrepr@", f"[{tracking_id}]")
-        .replace("@origin@", f"gen{os.getpid()}@{_HOST}")
-        .replace("@tag@", str(uuid.uuid4()))
-    )
-    if payload is not None:
-        message = message.replace('"@body@"', json.dumps(celery_body(payload)))
-    return message
+    return _filled(_TEMPLATES[task], tid, f"[{tracking_id}]", payload, root_id, parent_id)
 
 
 def stage_message(app: Celery, task: Task, tracking_id: str, payload: str | None) -> str:

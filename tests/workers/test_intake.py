@@ -21,7 +21,7 @@ from tests.auth import bearer
 from tests.conftest import IN_CI
 from tests.fakes import celery_fields
 from workers import bootstrap
-from workers.broker import publish
+from workers.broker import foreign_message, publish
 from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
 from workers.ingress.intake import Arrival, Enqueued, RedisIntake, shares_broker
@@ -51,6 +51,33 @@ def test_the_message_is_the_one_celery_writes(redis_client: redis.Redis, redis_u
     assert {k: v for k, v in a.items() if k not in UNIQUE} == {
         k: v for k, v in b.items() if k not in UNIQUE
     }
+    assert json.loads(base64.b64decode(theirs["body"])) == json.loads(ours["body"])
+
+
+def test_a_foreign_task_s_message_is_the_one_celery_writes(
+    redis_client: redis.Redis, redis_url: str
+) -> None:
+    """`foreign_message` (bench.pipeline's baseline fed by one LPUSH) writes what Celery's
+    `send_task` does for a task that is no `Task` of Seatwire's, but the argument's repr."""
+    app = create_app(Settings(redis_url=redis_url, api_token="t"), register=False)
+    app.send_task("bench.noop1", args=[PAYLOAD], task_id="ev-1:noop1", queue="noop1")
+    theirs = json.loads(redis_client.lpop("noop1"))  # type: ignore[arg-type]
+    ours = json.loads(foreign_message("bench.noop1", "noop1", "ev-1:noop1", json.dumps(PAYLOAD)))
+    a, b = celery_fields(theirs), celery_fields(ours)
+    assert a.pop(("properties", "body_encoding")) == "base64"
+    # Seatwire's messages name their argument by its tracking id (`publish` passes argsrepr,
+    # so it is a property too); a plain send_task reprs it, in the headers only.
+    skip = UNIQUE | {
+        ("headers", "argsrepr"),
+        ("properties", "argsrepr"),
+        ("properties", "kwargsrepr"),
+    }
+    assert a.keys() - skip == b.keys() - skip
+    assert {k: v for k, v in a.items() if k not in skip} == {
+        k: v for k, v in b.items() if k not in skip
+    }
+    assert b[("headers", "task")] == "bench.noop1"
+    assert b[("properties", "delivery_info")]["routing_key"] == "noop1"
     assert json.loads(base64.b64decode(theirs["body"])) == json.loads(ours["body"])
 
 

@@ -198,14 +198,13 @@ class RedisIntake:
             url, source("journal_enqueue"), timeout_s=2, retry_cap_s=0.5, retries=2
         )
 
-    async def accept(self, arrival: Arrival) -> Enqueued:
+    def script_call(self, arrival: Arrival) -> tuple[list[str], list[str | int]]:
+        """The keys and arguments of journal_enqueue.lua for one arrival (bench.pipeline
+        feeds its reports through the same call, synchronously)."""
         a = arrival
-        verb, state, _stored = await self._loops.here().call(
+        return (
+            [keys.journal(a.tracking_id), keys.JOURNAL_OPEN, TASK_QUEUE[a.task].value],
             [
-                3,
-                keys.journal(a.tracking_id),
-                keys.JOURNAL_OPEN,
-                TASK_QUEUE[a.task].value,
                 a.tracking_id,
                 a.kind,
                 a.seat_id,
@@ -215,8 +214,12 @@ class RedisIntake:
                 a.fingerprint,
                 celery_message(a.task, a.tracking_id),
                 EMBED,
-            ]
+            ],
         )
+
+    async def accept(self, arrival: Arrival) -> Enqueued:
+        k, args = self.script_call(arrival)
+        verb, state, _stored = await self._loops.here().call([len(k), *k, *args])
         return Enqueued(verb=text(verb), state=text(state))  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
