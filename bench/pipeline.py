@@ -428,6 +428,7 @@ class Bench:
         journal = container.journal
         if feed == "script" and not shares_broker(settings):
             raise RuntimeError("the script feed needs the broker to be the stores' Redis")
+        # The script feed's call: the ingress's own arguments, run here without its event loop.
         intake = RedisIntake(str(settings.redis_url), deadline_ms=settings.journal_deadline_ms)
         enqueue = script(container.redis, "journal_enqueue")
         tag = f"s{rnd}{'f' if fsync else 'n'}{feed[0]}"

@@ -229,6 +229,7 @@ def _filled(
     root_id: str | None,
     parent_id: str | None,
 ) -> str:
+    """`template` with its ids filled in, and its body when `payload` is given."""
     message = (
         template.replace("@tid@", tid)
         .replace("@root@", root_id or tid)
