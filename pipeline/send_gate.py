@@ -28,7 +28,10 @@ the rest would be a different ask that nobody decided. The engagement stage deci
 
 Credential patterns are linear-time on agent output of any length: no nested quantifiers, and
 every pattern that starts with a run of token characters is anchored by a look-behind on a
-superset of those characters, so no two attempts scan the same run.
+superset of those characters, so no two attempts scan the same run. A pattern that starts
+with a look-behind is tried at every position of the text (`re` finds no literal prefix to
+skip to), ~65 us for ten patterns over an ordinary ask, so each names the literal text every
+match of it contains, and a text that holds none of it is not scanned by that pattern.
 """
 
 from __future__ import annotations
@@ -83,45 +86,76 @@ UTC = fixed_offset(0)
 class _Pattern:
     kind: str
     regex: re.Pattern[str]
+    # Every match contains one of these: a text holding none of them is not scanned. Casefolded
+    # for a pattern that ignores case, and looked for in the casefolded text (every character
+    # `re.IGNORECASE` matches to one of theirs casefolds to it: ſ to s, the Kelvin sign to k).
+    needles: tuple[str, ...]
+    folds: bool
 
 
-def _p(kind: str, pattern: str, flags: int = 0) -> _Pattern:
+def _p(kind: str, pattern: str, needles: tuple[str, ...], flags: int = 0) -> _Pattern:
     # Each pattern has a `secret` group; what precedes it is a fixed, public prefix.
-    return _Pattern(kind, re.compile(pattern, flags))
+    folds = bool(flags & re.IGNORECASE)
+    return _Pattern(kind, re.compile(pattern, flags), needles, folds)
 
 
 CREDENTIAL_PATTERNS: tuple[_Pattern, ...] = (
     # Every Slack token has a numeric segment after its prefix; prose like xoxb-style does not.
-    _p("Slack token", r"(?<![A-Za-z0-9-])xox[abposr]-(?P<secret>[0-9]{1,15}-[A-Za-z0-9-]{8,})"),
-    _p("Slack app token", r"(?<![A-Za-z0-9-])xapp-(?P<secret>[0-9]{1,3}-[A-Za-z0-9-]{10,})"),
+    _p(
+        "Slack token",
+        r"(?<![A-Za-z0-9-])xox[abposr]-(?P<secret>[0-9]{1,15}-[A-Za-z0-9-]{8,})",
+        ("xox",),
+    ),
+    _p(
+        "Slack app token",
+        r"(?<![A-Za-z0-9-])xapp-(?P<secret>[0-9]{1,3}-[A-Za-z0-9-]{10,})",
+        ("xapp-",),
+    ),
     _p(
         "Slack webhook URL",
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/+-]{20,})",
+        ("hooks.slack.com/",),
     ),
-    _p("GitHub token", r"(?<![A-Za-z0-9_])gh[pousr]_(?P<secret>[A-Za-z0-9]{36,})"),
-    _p("GitHub token", r"(?<![A-Za-z0-9_])github_pat_(?P<secret>[A-Za-z0-9_]{22,})"),
-    _p("AWS access key id", r"(?<![A-Za-z0-9])A[SK]IA(?P<secret>[A-Z0-9]{16})(?![A-Za-z0-9])"),
+    _p(
+        "GitHub token",
+        r"(?<![A-Za-z0-9_])gh[pousr]_(?P<secret>[A-Za-z0-9]{36,})",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    _p(
+        "GitHub token",
+        r"(?<![A-Za-z0-9_])github_pat_(?P<secret>[A-Za-z0-9_]{22,})",
+        ("github_pat_",),
+    ),
+    _p(
+        "AWS access key id",
+        r"(?<![A-Za-z0-9])A[SK]IA(?P<secret>[A-Z0-9]{16})(?![A-Za-z0-9])",
+        ("ASIA", "AKIA"),
+    ),
     _p(
         "AWS secret access key",
         r"(?:aws_?)?secret_?access_?key(?P<secret>[\"']?[ \t]*[:=][ \t]*[\"']?"
         r"[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ("secret",),
         re.IGNORECASE,
     ),
     _p(
         "private key",
         r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----"
         r"(?P<secret>)",
+        ("-----BEGIN ",),
     ),
     # A digit is required: real tokens carry one, "bearer instruments/securities" does not.
     _p(
         "bearer token",
         r"(?<![A-Za-z0-9_])bearer[ \t]+"
         r"(?P<secret>(?=[A-Za-z_.~+/-]*[0-9])[A-Za-z0-9_.~+/-]{20,})",
+        ("bearer",),
         re.IGNORECASE,
     ),
     _p(
         "JWT",
         r"(?<![A-Za-z0-9_-])eyJ(?P<secret>[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)",
+        ("eyJ",),
     ),
 )
 
@@ -142,7 +176,13 @@ class CredentialHit:
 def find_credentials(text: str) -> tuple[CredentialHit, ...]:
     """Every credential in `text`, by position; overlapping finds (a JWT after Bearer) once."""
     hits: list[CredentialHit] = []
+    folded = ""
     for pattern in CREDENTIAL_PATTERNS:
+        if pattern.folds:
+            folded = folded or text.casefold()
+        haystack = folded if pattern.folds else text
+        if not any(needle in haystack for needle in pattern.needles):
+            continue
         for m in pattern.regex.finditer(text):
             prefix = _BLANKS.sub(" ", text[m.start() : m.start("secret")])
             shown = f"{prefix}…" if m.group("secret") else prefix

@@ -29,17 +29,33 @@ from workers.errors import ConfigError
 Loc = tuple[str | int, ...]
 
 
+# libyaml's loader where PyYAML was built with it (its wheels are): the pure-Python one took
+# ~35 ms to read the bundled org file, paid by every process that loads it, a prefork pool
+# child each time it is recycled included. The two build the same data from a YAML file.
+_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class Lines:
     """Where each field of the org file is written (1-based lines), for errors that name the
-    line as well as the field. YAML only: a JSON org file's errors name the field alone."""
+    line as well as the field. YAML only: a JSON org file's errors name the field alone. The
+    file is composed again for its lines only when an error asks for one."""
 
     def __init__(self, text: str, path: Path) -> None:
-        self.root: yaml.Node | None = None
-        if path.suffix != ".json":
-            try:
-                self.root = yaml.compose(text, Loader=yaml.SafeLoader)
-            except yaml.YAMLError:
-                self.root = None
+        self.text = text
+        self.yaml = path.suffix != ".json"
+        self._root: yaml.Node | None = None
+        self._composed = False
+
+    @property
+    def root(self) -> yaml.Node | None:
+        if not self._composed:
+            self._composed = True
+            if self.yaml:
+                try:
+                    self._root = yaml.compose(self.text, Loader=yaml.SafeLoader)
+                except yaml.YAMLError:
+                    self._root = None
+        return self._root
 
     def of(self, loc: Loc) -> int | None:
         node = self.root
@@ -79,7 +95,7 @@ def _describe(exc: ValidationError, path: Path, lines: Lines) -> str:
 
 def parse_org(text: str, path: Path) -> Org:
     try:
-        data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data: Any = json.loads(text) if path.suffix == ".json" else yaml.load(text, _YAML_LOADER)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot parse the org file: {exc}") from exc
     if not isinstance(data, dict):

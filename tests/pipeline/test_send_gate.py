@@ -30,6 +30,7 @@ from contracts.send_gate import SEND_RULES
 from pipeline.send_gate import (
     CREDENTIAL_PATTERNS,
     UTC,
+    CredentialHit,
     UtcOffset,
     check_send,
     find_credentials,
@@ -313,6 +314,94 @@ def test_several_credentials_are_listed_by_position_and_overlaps_once() -> None:
     v = check(ask(body=body))
     assert "3 credentials" in v.detail and "offset 2" in v.detail
     assert JWT[3:] not in v.detail and AWS_ID[4:] not in v.detail
+
+
+def scanned_in_full(text: str) -> tuple[CredentialHit, ...]:
+    """What `find_credentials` finds when every pattern scans the whole text (no needles)."""
+    hits: list[CredentialHit] = []
+    for pattern in CREDENTIAL_PATTERNS:
+        for m in pattern.regex.finditer(text):
+            prefix = re.sub(r"\s+", " ", text[m.start() : m.start("secret")])
+            shown = f"{prefix}…" if m.group("secret") else prefix
+            hits.append(CredentialHit(pattern.kind, m.start(), m.end(), shown))
+    hits.sort(key=lambda h: (h.at, -h.end))
+    kept: list[CredentialHit] = []
+    for hit in hits:
+        if not kept or hit.at >= kept[-1].end:
+            kept.append(hit)
+    return tuple(kept)
+
+
+# Every credential above, and each as it may be written otherwise: tabs for spaces, in upper
+# and lower case, and with the characters `re.IGNORECASE` takes for an ASCII letter (ſ for s,
+# the Kelvin sign for k).
+WRITTEN = sorted(
+    {
+        variant
+        for body, *_ in CREDENTIALS
+        for variant in (
+            body,
+            body.replace(" ", "\t"),
+            body.upper(),
+            body.lower(),
+            body.replace("s", "ſ").replace("k", "\u212a"),
+        )
+    }
+)
+# Fragments a text is built of: the credentials, parts of them, the needles in other cases,
+# and characters that case-blind matching treats apart (ı, İ, ß).
+FRAGMENTS = [
+    *WRITTEN,
+    *(body[: len(body) // 2] for body, *_ in CREDENTIALS),
+    *(body[len(body) // 2 :] for body, *_ in CREDENTIALS),
+    "SECRET_ACCESS_KEY=",
+    "ſecret_acceſs_\u212aey: ",
+    "BEARER ",
+    "Bearer\t",
+    "beareR ",
+    "ıİß",
+    "xoxb-",
+    "AKIA",
+    "eyJ",
+    "-----BEGIN ",
+    "AbCdEfGh0123456789/+AbCdEfGh0123456789/+",
+    " ",
+    "\n",
+    "_",
+    "-",
+]
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6), max_size=8).map("".join))
+def test_the_needles_skip_no_credential(text: str) -> None:
+    """A pattern skipped because the text holds none of its needles would have found
+    nothing: what the gate finds is what every pattern finds scanning the whole text."""
+    assert find_credentials(text) == scanned_in_full(text)
+
+
+@pytest.mark.parametrize("body", WRITTEN)
+def test_every_match_holds_a_needle_of_its_pattern(body: str) -> None:
+    """Whatever a pattern matches in a credential, however it is written, holds one of that
+    pattern's needles (casefolded where the pattern ignores case), so no needle is missing."""
+    assert find_credentials(body) == scanned_in_full(body)
+    for pattern in CREDENTIAL_PATTERNS:
+        for m in pattern.regex.finditer(body):
+            found = m.group(0).casefold() if pattern.folds else m.group(0)
+            assert any(n in found for n in pattern.needles), (pattern.kind, m.group(0))
+
+
+def test_a_pattern_that_ignores_case_matches_only_what_casefolds_to_its_needles() -> None:
+    """Every character `re.IGNORECASE` takes for a letter of a case-blind pattern's needles
+    casefolds to that letter, so looking for the needles in the casefolded text misses no
+    match (ſ is an s to `re` and to `casefold`; ß, which `casefold` makes ss, is no s to
+    `re`)."""
+    letters = {c for p in CREDENTIAL_PATTERNS if p.folds for n in p.needles for c in n}
+    assert all(n == n.casefold() for p in CREDENTIAL_PATTERNS if p.folds for n in p.needles)
+    every = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000)
+    for letter in sorted(letters):
+        taken = set(re.findall(re.escape(letter), every, re.IGNORECASE))
+        assert taken, letter
+        assert {c.casefold() for c in taken} == {letter}, letter
 
 
 def test_a_credential_in_the_new_rooms_name_is_refused() -> None:

@@ -6,7 +6,6 @@ the cap is dead-lettered by the stage's own script, with nothing recorded."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from celery import Celery
 
 from contracts.messages import WorkEnvelope
 from tests.fakes import Crash, queued, run_task
+from tests.redis_spy import scripts_sent
 from tests.workers.test_recovery import accept_work
 from workers import bootstrap
 from workers.celery_app import create_app
@@ -24,7 +24,6 @@ from workers.container import Container
 from workers.queues import Queue, Task
 from workers.settings import Settings
 from workers.stores import keys
-from workers.stores.scripts import SCRIPTS, source
 
 pytestmark = pytest.mark.redis
 
@@ -42,16 +41,7 @@ def worker(
 @pytest.fixture
 def scripts_run(redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The names of the Lua scripts run on `redis_client`, in order."""
-    names = {hashlib.sha1(source(n).encode()).hexdigest(): n for n in SCRIPTS}
-    ran: list[str] = []
-    real = redis_client.evalsha
-
-    def counted(sha: str, *args: Any) -> Any:
-        ran.append(names.get(sha, sha))
-        return real(sha, *args)
-
-    monkeypatch.setattr(redis_client, "evalsha", counted)
-    yield ran
+    yield scripts_sent(redis_client, monkeypatch)
 
 
 def send_message(app: Celery, r: redis.Redis, env: WorkEnvelope) -> dict[str, Any]:

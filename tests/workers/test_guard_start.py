@@ -13,6 +13,7 @@ import redis
 from contracts import Limits, WorkReport
 from contracts.messages import DecisionEnvelope, WorkEnvelope
 from tests.fakes import BLOCKED_REPORT
+from tests.redis_spy import scripts_sent
 from workers.celery_app import create_app
 from workers.org import OrgSource
 from workers.queues import Queue
@@ -86,14 +87,7 @@ def test_an_admitted_start_marks_the_message_running_and_reserves_in_one_call(
 ) -> None:
     world.r.script_load(source("guard_reserve"))  # loaded: no NOSCRIPT retry below
     env = world.decided("wr-1")
-    calls: list[str] = []
-    real = world.r.evalsha
-
-    def counted(*args: Any) -> Any:
-        calls.append(str(args[0]))
-        return real(*args)
-
-    monkeypatch.setattr(world.r, "evalsha", counted)
+    calls = scripts_sent(world.r, monkeypatch)
     reserved = world.guardrails(env, world.start(env, redelivered=False))
     assert reserved is not None and len(calls) == 1  # the start and the reservation: one
     assert world.admitted == [Delivery("run", deliveries=1)]

@@ -12,10 +12,18 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from contracts import Org
 from workers.cli import cli
 from workers.errors import ConfigError
-from workers.org import load_org
-from workers.settings import OTHER_VARIABLES, load_settings, masked, scrubbed, unknown_variables
+from workers.org import _YAML_LOADER, load_org
+from workers.settings import (
+    BUNDLED_ORG,
+    OTHER_VARIABLES,
+    load_settings,
+    masked,
+    scrubbed,
+    unknown_variables,
+)
 
 runner = CliRunner()
 
@@ -144,6 +152,20 @@ def test_every_org_reference_that_names_nobody_is_refused_at_its_line(tmp_path: 
     as_json.write_text(json.dumps(yaml.safe_load(ORG_WITH_BAD_REFERENCES)))
     with pytest.raises(ConfigError, match=r"org\.json: members\.1\.supervisorId: 'gsu'"):
         load_org(as_json)
+
+
+@pytest.mark.parametrize("org_file", ["bundled", "bad references"])
+def test_the_org_file_reads_as_pure_python_yaml_reads_it(org_file: str, tmp_path: Path) -> None:
+    """The org file is read with libyaml's loader (a tenth of the time): the org it gives is
+    the one PyYAML's own loader gives."""
+    if org_file == "bundled":
+        path = BUNDLED_ORG
+    else:
+        path = tmp_path / "org.yaml"
+        path.write_text(ORG_WITH_BAD_REFERENCES.replace("avaa", "ava").replace("bne", "ben"))
+        path.write_text(path.read_text().replace("gsu", "ava").replace("zed", "ava"))
+    assert _YAML_LOADER.__name__ == "CSafeLoader"  # PyYAML's wheels are built with libyaml
+    assert load_org(path) == Org.model_validate(yaml.load(path.read_text(), yaml.SafeLoader))
 
 
 def test_a_command_refuses_the_org_file_in_one_line_per_problem(
