@@ -65,3 +65,20 @@ def test_short_write_is_rolled_back_and_retryable(
         "engage-k-1",
         "engage-k-2",
     ]
+
+
+def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_transient_error(
+    tmp_path: Path,
+) -> None:
+    """The outbox's directory is made on the first send that finds it missing (an operator
+    who removed it loses nothing after); a path that cannot hold it is retried, not lost."""
+    box = FileOutbox(tmp_path / "gone" / "deeper" / "o.jsonl", fsync=False)
+    box.send(_ask(1), SendContext(now_ms=1, since_ms=1))
+    (tmp_path / "gone" / "deeper" / "o.jsonl").unlink()
+    (tmp_path / "gone" / "deeper").rmdir()
+    box.send(_ask(2), SendContext(now_ms=2, since_ms=2))
+    assert [r["idempotencyId"] for r in read_outbox(box.path)] == ["engage-k-2"]
+    (tmp_path / "file").write_text("")
+    blocked = FileOutbox(tmp_path / "file" / "o.jsonl", fsync=False)
+    with pytest.raises(TransientError, match="cannot open outbox"):
+        blocked.send(_ask(3), SendContext(now_ms=3, since_ms=3))

@@ -69,8 +69,7 @@ class FileOutbox:
         )
         data = (line + "\n").encode()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._open()
         except OSError as exc:
             raise TransientError(f"cannot open outbox {self.path}: {exc}") from exc
         try:
@@ -88,6 +87,16 @@ class FileOutbox:
         finally:
             os.close(fd)  # closing releases the lock
         return result
+
+    def _open(self) -> int:
+        """The outbox for appending, its directory made first if it is missing (only then: a
+        send pays no mkdir for a directory that is there)."""
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+        try:
+            return os.open(self.path, flags, 0o644)
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, flags, 0o644)
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         """The earlier write of this ask, if it reached the outbox."""
