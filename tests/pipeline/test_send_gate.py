@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC as UTC_TZ
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
+from unittest.mock import patch
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -317,19 +319,11 @@ def test_several_credentials_are_listed_by_position_and_overlaps_once() -> None:
 
 
 def scanned_in_full(text: str) -> tuple[CredentialHit, ...]:
-    """What `find_credentials` finds when every pattern scans the whole text (no needles)."""
-    hits: list[CredentialHit] = []
-    for pattern in CREDENTIAL_PATTERNS:
-        for m in pattern.regex.finditer(text):
-            prefix = re.sub(r"\s+", " ", text[m.start() : m.start("secret")])
-            shown = f"{prefix}…" if m.group("secret") else prefix
-            hits.append(CredentialHit(pattern.kind, m.start(), m.end(), shown))
-    hits.sort(key=lambda h: (h.at, -h.end))
-    kept: list[CredentialHit] = []
-    for hit in hits:
-        if not kept or hit.at >= kept[-1].end:
-            kept.append(hit)
-    return tuple(kept)
+    """What `find_credentials` finds when every pattern scans the whole text: each pattern's
+    needles replaced by the empty string, which every text holds."""
+    every = tuple(replace(p, needles=("",)) for p in CREDENTIAL_PATTERNS)
+    with patch.object(send_gate_module, "CREDENTIAL_PATTERNS", every):
+        return find_credentials(text)
 
 
 # Every credential above, and each as it may be written otherwise: tabs for spaces, in upper
