@@ -185,10 +185,13 @@ def test_25_a_paused_leader_wakes_deposed_and_sends_nothing(
         final = status(client)
         client.close()
         end_ms = time.time_ns() // 1_000_000  # the teardown's handovers come after this
-        refused = sum(
-            log.read_text(errors="replace").count("tick refused")
-            for log in tmp_path.glob("worker*.log")
-        )
+        # What stopped a tick: the token check (logged by whichever process consumed it, a
+        # beat's own pool included), or its expiry first (a tick lives one interval; one
+        # published late, after the pause, can be past it when it is received, and Celery
+        # discards it unrun, logged as a revoked task).
+        logs = [log.read_text(errors="replace") for log in tmp_path.glob("*.log")]
+        refused = sum(text.count("tick refused") for text in logs)
+        expired = sum(text.count("Discarding revoked task: seatwire.") for text in logs)
     ticks = [t for t in sends(tmp_path) if t[0] <= end_ms]
     new_term_began = min(ms for ms, _, token, _ in ticks if token == 2)
     late_old = [t for t in ticks if t[2] == 1 and t[0] >= new_term_began]
@@ -197,6 +200,7 @@ def test_25_a_paused_leader_wakes_deposed_and_sends_nothing(
             "takeover_s": round(takeover_s, 2),
             "old_term_ticks_after_new_term": len(late_old),
             "ticks_refused": refused,
+            "ticks_expired_unrun": expired,
             "ticks_by_token": dict(Counter(t[2] for t in ticks)),
             "leader_at_end": final.holder,
         }
@@ -204,10 +208,10 @@ def test_25_a_paused_leader_wakes_deposed_and_sends_nothing(
     print(f"\nRELIABILITY test 25 (paused leader): {fig}")
     # A pause can land between the leader's last check of its lease and the publish that
     # check allowed: that one tick goes out once the process continues, after the new term
-    # began, and only the token check stops it. After it the old leader sends nothing (each
-    # send checks the lease again, and its clock has run past it).
+    # began, and the token check stops it, or its expiry before that. After it the old leader
+    # sends nothing (each send checks the lease again, and its clock has run past it).
     assert len(late_old) <= 1, late_old
-    assert refused >= len(late_old), fig
+    assert refused + expired >= len(late_old), fig
     assert final.holder == second and pid_of(second) == f.procs["beat-b"].popen.pid
     assert takeover_s <= LEASE_MS * 1.25 / 1000 + 0.5
     assert (fig["D"], fig["L"], fig["G"]) == (0, 0, 0), fig

@@ -72,13 +72,17 @@ def test_a_script_redis_does_not_hold_is_loaded_and_sent_again(client: redis.Red
 def test_a_dropped_connection_is_retried_and_the_script_runs_once(client: redis.Redis) -> None:
     s = StoreScript(client, ECHO)
     assert s(["n"], ["x"])[0] == 1
+    # The pool's one connection, named so that only it is killed (the server is shared with
+    # every other test running now).
+    name = f"store-script-test-{uuid.uuid4().hex}"
+    client.client_setname(name)
     killer = redis.Redis(connection_pool=redis.ConnectionPool.from_url(_url(client)))
-    mine = [c for c in killer.client_list() if c["name"] == "" and c["cmd"] == "evalsha"]
-    assert mine, "the script's connection is not in CLIENT LIST"
-    for c in mine:
-        killer.client_kill_filter(_id=c["id"])
+    mine = [c for c in killer.client_list() if c["name"] == name]
+    assert len(mine) == 1, "the script's connection is not in CLIENT LIST"
+    killer.client_kill_filter(_id=mine[0]["id"])
     assert s(["n"], ["x"])[0] == 2  # reconnected under the retry policy, run once
     assert client.get("n") == b"2"
+    assert name not in [c["name"] for c in killer.client_list()]  # a new connection it was
     killer.close()
 
 
