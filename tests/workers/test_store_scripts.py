@@ -1,7 +1,8 @@
 """A store's script on a client of redis-py's own connections goes to one of the pool's
 connections directly (workers/stores/scripts.py `StoreScript`): it must answer as redis-py's
-`Script` answers, reload itself after a SCRIPT FLUSH, ride out a dropped connection under the
-client's retry policy without running twice, and give its connection back."""
+`Script` answers, load itself when Redis does not hold it (as after a restart), ride out a
+dropped connection under the client's retry policy without running twice, and give its
+connection back."""
 
 from __future__ import annotations
 
@@ -69,14 +70,16 @@ def test_a_script_redis_does_not_hold_is_loaded_and_sent_again(client: redis.Red
     assert client.script_exists(s.sha) == [True]
 
 
-def test_a_dropped_connection_is_retried_and_the_script_runs_once(client: redis.Redis) -> None:
+def test_a_dropped_connection_is_retried_and_the_script_runs_once(
+    client: redis.Redis, redis_url: str
+) -> None:
     s = StoreScript(client, ECHO)
     assert s(["n"], ["x"])[0] == 1
     # The pool's one connection, named so that only it is killed (the server is shared with
     # every other test running now).
     name = f"store-script-test-{uuid.uuid4().hex}"
     client.client_setname(name)
-    killer = redis.Redis(connection_pool=redis.ConnectionPool.from_url(_url(client)))
+    killer = redis.Redis.from_url(redis_url)
     mine = [c for c in killer.client_list() if c["name"] == name]
     assert len(mine) == 1, "the script's connection is not in CLIENT LIST"
     killer.client_kill_filter(_id=mine[0]["id"])
@@ -109,8 +112,3 @@ def test_in_a_pipeline_and_on_fakeredis_it_is_redis_pys_script(client: redis.Red
     on_fake = StoreScript(fake, ECHO)
     assert not on_fake.direct
     assert on_fake(["f"], ["x"]) == [1, b"x", [b"f", b"nested"], 1]
-
-
-def _url(client: redis.Redis) -> str:
-    kw = client.connection_pool.connection_kwargs
-    return f"redis://{kw['host']}:{kw['port']}/{kw['db']}"

@@ -128,7 +128,6 @@ class StoreScript:
 
     def __init__(self, client: redis.Redis, text: str) -> None:
         self.client = client
-        self.text = text
         self._script: Script = client.register_script(text)
         pool = client.connection_pool
         self.direct = (
@@ -151,7 +150,7 @@ class StoreScript:
         try:
             return self._send(command)
         except NoScriptError:
-            self._script.sha = self.client.script_load(self.text)
+            self._script.sha = self.client.script_load(self._script.script)
             return self._send(command)
 
     def _send(self, command: tuple[Any, ...]) -> Any:
