@@ -492,14 +492,19 @@ def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
     agent succeeds) and tally (its agent always fails) are steered with run-now over and
     over. No turn id ran twice; no two turns of a seat ran at once (the lock file and the
     logged times); every turn each seat's record began was run; tally's streak equals its
-    number of failed runs and grew across each kill; nothing of scout failed."""
+    number of failed runs and grew across each kill; nothing of scout failed.
+
+    Tally's retries back off exponentially (retry_base · 2^(failures-1), steering does not
+    jump the backoff), so each sample waits for its streak to have grown past the one before
+    rather than sleeping a fixed time: a fixed sleep lands inside one long backoff sooner or
+    later, and a streak that did not grow in it says nothing about the kill."""
 
     def seats(base: str) -> dict[str, dict[str, Any]]:
         return {
             "scout": {"launcher": launcher(tmp_path, base, "ok", sessions=False)},
             "tally": {
                 "launcher": launcher(tmp_path, base, "fail", sessions=False),
-                "controller": {"retryBaseMs": 300, "maxFailures": 100},
+                "controller": {"retryBaseMs": 50, "maxFailures": 100},
             },
         }
 
@@ -516,6 +521,13 @@ def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
                     except httpx.HTTPError:
                         steered["errors"] += 1
 
+    def streak(f: Fleet) -> int:
+        return int((status(f, "tally")["streak"] or {}).get("streak", 0))
+
+    def grown(f: Fleet, past: int) -> int | None:
+        now = streak(f)
+        return now if now > past else None
+
     streaks: list[int] = []
     with controller_fleet(server, tmp_path, seats, AGENT_SLEEP_S="0.3") as f:
         f.spawn("beat-2", ["beat"])
@@ -526,13 +538,15 @@ def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
             for kill in range(2):
                 time.sleep(3)
                 name = "controller" if kill == 0 else f"controller-k{kill}"
-                streaks.append((status(f, "tally")["streak"] or {}).get("streak", 0))
+                past = streaks[-1] if streaks else 0
+                streaks.append(wait_for("tally to fail again", partial(grown, f, past), timeout=60))
                 done = ticks_done(f)
                 wait_for("a tick to finish", partial(ticks_after, f, done), every=0.01)
                 f.kill_main(name)  # just after a tick finished: between two ticks
                 time.sleep(1.5)  # nobody decides; the ticks sent meanwhile expire unrun
                 f.spawn(f"controller-k{kill + 1}", CONTROLLER)
-            time.sleep(4)
+            last = partial(grown, f, streaks[-1])
+            wait_for("tally to fail after the last kill", last, timeout=60)
         finally:
             stop.set()
             steerer.join(timeout=15)
@@ -541,7 +555,7 @@ def test_two_beats_and_a_killed_controller_worker_change_none_of_it(
                 http.post(f"/v1/seats/{seat}/pause").raise_for_status()
         for seat in ("scout", "tally"):
             wait_for(f"{seat} settled", partial(settled, f, seat, 1), timeout=30)
-        streaks.append((status(f, "tally")["streak"] or {}).get("streak", 0))
+        streaks.append(streak(f))
         time.sleep(5 * INTERVAL_S)
         finals = {seat: status(f, seat) for seat in ("scout", "tally")}
         ticks = ticks_done(f)
