@@ -27,6 +27,10 @@ TOKEN = "rate-token"
 SLACK_SECRET = "rate-slack-secret"
 GITHUB_SECRET = "rate-github-secret"
 BURST = 5
+# A token every 20 s unless a test says otherwise: slow enough that a loaded machine's posts
+# never earn one while a test sends its burst (at 1 a second, 20 posts under CI's load took
+# over a second and the 21st token came: 14 refusals, not 15).
+RATE_PER_S = 0.05
 
 
 def ingress(redis_url: str, tmp_path: Any, **overrides: Any) -> TestClient:
@@ -36,7 +40,7 @@ def ingress(redis_url: str, tmp_path: Any, **overrides: Any) -> TestClient:
         slack_signing_secret=SLACK_SECRET,
         github_webhook_secret=GITHUB_SECRET,
         outbox_path=tmp_path / "outbox.jsonl",
-        ingress_rate_per_s=overrides.pop("rate", 1.0),
+        ingress_rate_per_s=overrides.pop("rate", RATE_PER_S),
         ingress_rate_burst=overrides.pop("burst", BURST),
         **overrides,
     )
@@ -175,7 +179,7 @@ def test_github_is_limited_per_installation_and_v1_per_caller(
             answer = c.post("/v1/seats/scout/work", json={**report, "id": f"w{n}"}, headers=auth)
             codes.append(answer.status_code)
         assert codes == [202, 202, 429]
-        assert answer.headers["Retry-After"] == "1"
+        assert answer.headers["Retry-After"] == str(round(1 / RATE_PER_S))
         assert redis_client.llen(Queue.ENGAGEMENT.value) == 2
 
 
