@@ -29,7 +29,7 @@ GITHUB_SECRET = "rate-github-secret"
 BURST = 5
 # A token every 20 s unless a test says otherwise: slow enough that a loaded machine's posts
 # never earn one while a test sends its burst (at 1 a second, 20 posts under CI's load took
-# over a second and the 21st token came: 14 refusals, not 15).
+# over a second and a sixth token came: 14 refusals, not 15).
 RATE_PER_S = 0.05
 
 
