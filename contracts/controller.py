@@ -125,9 +125,36 @@ class TurnOutcome(StrictWire):
     duration_ms: int | None = Field(default=None, ge=0)
 
 
+class AgentProcess(Wire):
+    """Where a `command` turn's agent runs, so that a later turn can prove it gone before it
+    starts its own: the host (name, boot and process namespace: a pid means something only
+    there), the agent's process group (its keeper leads it) and the leader's start time in
+    clock ticks since boot (a group id reused by an unrelated process has another), and the
+    turn whose agent it is (its environment carries that id). `pgid` is None until the
+    agent has started; the group is killed by its keeper before the turn's lease ends."""
+
+    turn_id: str
+    host: str
+    until_ms: int  # the turn's lease: its keeper has ended the group by then
+    pgid: int | None = None
+    leader_start: int | None = None
+
+
+class TurnHold(Wire):
+    """Why a queued turn has not started yet: the agent of the seat's previous turn is not
+    proven gone (`reason`, `why`), and when it is looked at again at the latest."""
+
+    reason: str
+    why: str
+    at_ms: int
+    until_ms: int
+
+
 class ActiveTurn(Wire):
     """The seat's one turn in flight: queued (published, not started) or running (a worker
-    holds it until `leaseUntilMs`)."""
+    holds it until `leaseUntilMs`). A running `command` turn names its agent's process
+    (`agent`); a queued one that waits for the previous turn's agent to be gone says why
+    (`held`)."""
 
     turn_id: str
     reason: str
@@ -139,6 +166,9 @@ class ActiveTurn(Wire):
     inbox_position: int = 0  # the last inbox position the turn is handed
     # A pause came while it ran: a command launcher ends it (outcome `interrupted`).
     interrupt_requested: bool = False
+    agent: AgentProcess | None = None
+    held: TurnHold | None = None
+    cleared: str | None = None  # what proved the previous turn's agent gone (TurnRecord)
 
 
 class TurnRecord(Wire):
@@ -150,6 +180,9 @@ class TurnRecord(Wire):
     started_at_ms: int | None = None
     ended_at_ms: int
     outcome: TurnOutcome
+    # What proved the previous turn's agent gone before this one started, when it had not
+    # been reaped by the worker that ran it (its turn was settled as lost).
+    cleared: str | None = None
 
 
 class LaunchStreak(Wire):
@@ -195,6 +228,12 @@ class Escalation(Wire):
     target_id: str | None
     tracking_id: str | None = None
     count: int = 1
+    # Why the seat escalated and whether the controller had stopped it, as its work report
+    # says: with the fields above, enough to raise the same report again when the first try
+    # never reached the journal (`triedAtMs`: the last such try).
+    reason: str = ""
+    stopped: bool = False
+    tried_at_ms: int | None = None
 
 
 class SeatRun(Wire):
@@ -214,6 +253,10 @@ class SeatRun(Wire):
     notices_at_turn: int = 0
     escalation: Escalation | None = None
     escalations: int = 0  # every escalation ever raised: the revision of the next one's report
+    # The agent of a turn settled without its worker (lost at its lease): not proven gone
+    # until the next turn's worker looks (workers/outbound/agents.py), which it must before
+    # it starts another agent of this seat.
+    lingering: AgentProcess | None = None
 
 
 class TurnMessage(Wire):

@@ -12,6 +12,11 @@ ids arrive as arguments.
   streak (identical signatures only) and to the session record. On the launch that reaches
   the streak limit, and on every one after it, it escalates (the guardrails keep that from
   flooding); the next success clears it.
+- `start_turn` / `clearance`: a queued turn starts only once the agent of the seat's previous
+  turn is proven gone. A turn settled by its own worker was reaped there; one settled as lost
+  leaves its agent `lingering` on the record, and the next turn's worker looks at it first
+  (on the same host: gone, or killed; elsewhere: its keeper has ended it by its lease). Until
+  then the turn waits, and its record says why (`held`).
 - `plan_launch` / `after_launch`: seed 003's preflight and post-mortem for a command launch
   with sessions: start a fresh conversation or resume the recorded one, rotate to a fresh id
   when the resume target is proven missing (outside the hourly budget) or by the window
@@ -21,22 +26,24 @@ ids arrive as arguments.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from contracts.controller import (
     ActiveTurn,
+    AgentProcess,
     ControllerDecision,
     Escalation,
     LastDecision,
     LaunchStreak,
     SeatRun,
     SessionRecord,
+    TurnHold,
     TurnOutcome,
     TurnRecord,
 )
 from contracts.org import ControllerOptions, Seat, SessionMode
-from contracts.work import Commitment, WorkReport
+from contracts.work import Blocker, WorkReport
 from pipeline.controller import Rng, WorkController
 from pipeline.launches import (
     IDENTICAL_FAILURE_LIMIT,
@@ -50,6 +57,9 @@ from pipeline.launches import (
 )
 
 HISTORY = 10  # finished turns kept per seat for `seatwire seat status`
+# An escalation whose report did not reach the journal is raised again this long after its
+# last try (a tick finds it: `pending_escalation`).
+ESCALATION_RETRY_MS = 30_000
 STOP_ESCALATES = frozenset({"failure_limit", "unacknowledged_inbox"})
 LOST = TurnOutcome(
     kind="failed",
@@ -98,6 +108,7 @@ class EscalationPlan:
     hint: str
     reason: str
     fresh: bool
+    stopped: bool = False  # the controller has stopped the seat (it will not retry alone)
 
 
 @dataclass(frozen=True)
@@ -160,7 +171,9 @@ def tick_seat(
     publish: ActiveTurn | None = None
     active = run.active
     if active is not None and active.state == "running" and (active.lease_until_ms or 0) < now_ms:
-        settled = settle_turn(run, active.turn_id, LOST, options=options, now_ms=now_ms, rng=rng)
+        settled = settle_turn(
+            run, active.turn_id, LOST, options=options, now_ms=now_ms, rng=rng, reaped=False
+        )
         run = settled.run
     elif active is not None and active.state == "queued":
         published = active.published_at_ms or active.queued_at_ms
@@ -206,19 +219,151 @@ def tick_seat(
     escalate = None
     if decision.action == "stop" and decision.reason in STOP_ESCALATES and run.escalation is None:
         run, escalate = _stopped_escalation(run, decision.reason, now_ms)
+    elif (settled is None or settled.escalate is None) and (
+        pending := pending_escalation(run, now_ms=now_ms)
+    ) is not None:
+        run, escalate = pending
     return Ticked(run, decision, publish, settled, escalate)
 
 
-def start_turn(run: SeatRun, turn_id: str, *, now_ms: int, lease_ms: int) -> SeatRun | None:
+def start_turn(
+    run: SeatRun,
+    turn_id: str,
+    *,
+    now_ms: int,
+    lease_ms: int,
+    host: str | None = None,
+    cleared: Clearance | None = None,
+) -> SeatRun | None:
     """The seat's queued turn `turn_id`, now running until `now + lease`; None when it is
-    not the queued turn (a duplicate delivery, or a turn already running or finished)."""
+    not the queued turn (a duplicate delivery, or a turn already running or finished), or
+    when the seat has a lingering agent that `cleared` is not the clearance of.
+
+    `host` names where a local agent process is about to start (a `command` launcher), so a
+    later turn can look for it there; `cleared` is the clearance of the previous turn's
+    lingering agent, which the start takes off the record."""
     active = run.active
     if active is None or active.turn_id != turn_id or active.state != "queued":
         return None
-    running = active.model_copy(
-        update={"state": "running", "started_at_ms": now_ms, "lease_until_ms": now_ms + lease_ms}
+    if run.lingering is not None and (cleared is None or cleared.agent != run.lingering):
+        return None
+    lease_until = now_ms + lease_ms
+    update: dict[str, Any] = {
+        "state": "running",
+        "started_at_ms": now_ms,
+        "lease_until_ms": lease_until,
+        "held": None,
+        "cleared": cleared.why if cleared is not None else None,
+        "agent": None
+        if host is None
+        else AgentProcess(turn_id=turn_id, host=host, until_ms=lease_until),
+    }
+    return run.model_copy(update={"active": active.model_copy(update=update), "lingering": None})
+
+
+def agent_started(
+    run: SeatRun, turn_id: str, *, pgid: int, leader_start: int | None
+) -> SeatRun | None:
+    """The running turn's agent, now with its process group; None when `turn_id` is not the
+    seat's running turn with a local agent."""
+    active = run.active
+    if active is None or active.turn_id != turn_id or active.state != "running":
+        return None
+    if active.agent is None:
+        return None
+    agent = active.agent.model_copy(update={"pgid": pgid, "leader_start": leader_start})
+    return run.model_copy(update={"active": active.model_copy(update={"agent": agent})})
+
+
+@dataclass(frozen=True)
+class Clearance:
+    """Whether a turn may start while the seat's previous agent lingers: `start` (proven
+    gone, killed, or past the lease its keeper ends it by) or `wait` (look again by
+    `until_ms`), with a reason code and why."""
+
+    agent: AgentProcess
+    action: Literal["start", "wait"]
+    reason: str
+    why: str
+    until_ms: int
+
+
+RECHECK_MS = 5_000  # a group still alive after its SIGKILL is looked at again this soon
+
+
+def clearance(
+    agent: AgentProcess,
+    *,
+    here: bool,
+    verdict: Literal["gone", "ours", "unproven"] | None,
+    seen: str,
+    killed: bool,
+    now_ms: int,
+) -> Clearance:
+    """Seed 002's "never two turns of a seat at once" for the processes: may a turn start
+    while `agent` (of a turn settled without its worker) may still run?
+
+    `here`: it ran on this host, and `verdict` / `seen` are what its process group is now
+    (after a SIGKILL when `killed`). Elsewhere, or where the group cannot be told apart from
+    another's, only its lease proves it: its keeper has ended it by then."""
+    who = f"the agent of {agent.turn_id}"
+    if here and verdict == "gone":
+        if killed:
+            return Clearance(
+                agent,
+                "start",
+                "agent_killed",
+                f"{who} outlived its turn's lease; killed: {seen}",
+                now_ms,
+            )
+        return Clearance(agent, "start", "agent_gone", f"{who} is gone: {seen}", now_ms)
+    if here and verdict == "ours":
+        return Clearance(
+            agent,
+            "wait",
+            "agent_alive",
+            f"{who} is still running after a SIGKILL ({seen}); looked at again by "
+            f"{iso(now_ms + RECHECK_MS)}",
+            now_ms + RECHECK_MS,
+        )
+    where = seen if here else f"it ran on {agent.host}, not here"
+    if now_ms >= agent.until_ms:
+        return Clearance(
+            agent,
+            "start",
+            "agent_lease_passed",
+            f"{who} cannot be looked at ({where}); its keeper ended it by its lease at "
+            f"{iso(agent.until_ms)}, which has passed",
+            now_ms,
+        )
+    return Clearance(
+        agent,
+        "wait",
+        "agent_unproven",
+        f"{who} cannot be looked at ({where}) and its lease runs until "
+        f"{iso(agent.until_ms)}: the turn waits until then",
+        agent.until_ms,
     )
-    return run.model_copy(update={"active": running})
+
+
+def hold_turn(run: SeatRun, turn_id: str, c: Clearance, *, now_ms: int) -> SeatRun | None:
+    """The queued turn `turn_id`, held with the clearance's reason; None when it is not the
+    seat's queued turn or already holds for the same reason."""
+    active = run.active
+    if active is None or active.turn_id != turn_id or active.state != "queued":
+        return None
+    hold = TurnHold(reason=c.reason, why=c.why, at_ms=now_ms, until_ms=c.until_ms)
+    if active.held is not None and (active.held.reason, active.held.why) == (c.reason, c.why):
+        return None
+    return run.model_copy(update={"active": active.model_copy(update={"held": hold})})
+
+
+def released(run: SeatRun, turn_id: str) -> SeatRun | None:
+    """The seat's record once the worker of `turn_id` reaped its agent after the turn was
+    settled as lost: the lingering agent is proven gone. None when it is not that turn's."""
+    if run.lingering is None or run.lingering.turn_id != turn_id:
+        return None
+    return run.model_copy(update={"lingering": None})
 
 
 def settle_turn(
@@ -232,8 +377,10 @@ def settle_turn(
     news: Mapping[str, object] | None = None,
     session: SessionRecord | None = None,
     limit: int = IDENTICAL_FAILURE_LIMIT,
+    reaped: bool = True,
 ) -> Settled:
-    """Apply the outcome of the seat's turn in flight."""
+    """Apply the outcome of the seat's turn in flight. `reaped`: the agent process of the
+    turn (if it had one) is known gone; otherwise it stays on the record as `lingering`."""
     active = run.active
     if active is None or active.turn_id != turn_id or active.state != "running":
         raise TurnNotActive(run.seat_id, turn_id, any(t.turn_id == turn_id for t in run.turns))
@@ -253,11 +400,13 @@ def settle_turn(
         started_at_ms=active.started_at_ms,
         ended_at_ms=now_ms,
         outcome=outcome,
+        cleared=active.cleared,
     )
     update: dict[str, Any] = {
         "controller": ctl.to_state(),
         "active": None,
         "turns": (*run.turns, record)[-HISTORY:],
+        "lingering": None if reaped else active.agent,
     }
     if session is not None:
         update["session"] = session
@@ -271,6 +420,7 @@ def settle_turn(
             settled_run, escalate = _stopped_escalation(stopped, "failure_limit", now_ms)
             return Settled(settled_run, record, escalate, None)
         if escalate is not None:
+            escalate = replace(escalate, stopped=bool(ctl.status()["blocked"]))
             update.update(_raised(run, escalate, now_ms))
     elif outcome.kind != "interrupted":
         update["streak"] = None  # evidence of work: seed 003's reset
@@ -326,6 +476,8 @@ def _raised(run: SeatRun, plan: EscalationPlan, now_ms: int) -> dict[str, Any]:
             at_ms=now_ms,
             target_id=None,
             count=count,
+            reason=plan.reason,
+            stopped=plan.stopped,
         ),
     }
 
@@ -354,24 +506,75 @@ def _stopped_escalation(run: SeatRun, reason: str, now_ms: int) -> tuple[SeatRun
         hint=hint,
         reason=f"the work controller stopped the seat ({reason})",
         fresh=True,
+        stopped=True,
     )
     return run.model_copy(update=_raised(run, plan, now_ms)), plan
 
 
 def escalation_report(plan: EscalationPlan, *, target_id: str | None) -> WorkReport:
-    """The work report an escalation goes through the pipeline as: a failed commitment to the
-    seat's operator, whose first line is the verdict (seed 003's 200-character rule)."""
+    """The work report an escalation goes through the pipeline as: the seat is blocked on a
+    person (its operator, `target_id`), who is told first the verdict (the 200-character
+    rule), then what happened and what they can do about it. Built from the plan alone, so a
+    report raised again after a crash is the same report (one tracking id, one ask)."""
+    seat = plan.seat_id
+    if plan.signature.startswith("controller:"):
+        happened = f"Seat {seat} stopped after {plan.streak} failed turns in a row."
+    else:
+        state = "stopped" if plan.stopped else "keeps failing"
+        happened = (
+            f"Seat {seat} {state} after {plan.streak} identical failures in a row "
+            f"(failure signature {plan.signature})."
+        )
+    blocker = None
+    if target_id is not None:
+        blocker = Blocker(
+            kind="decision",
+            owner_id=target_id,
+            scope=f"{seat} turns",
+            detail="the seat does not run again on its own until someone looks at the fault",
+        )
     return WorkReport(
-        id=f"seat-turns:{plan.seat_id}",
+        id=f"seat-turns:{seat}",
         revision=plan.revision,
-        title=f"{plan.seat_id}: its turns keep failing",
+        title=f"{seat} has stopped: its turns keep failing",
         headline=plan.hint[:500],
-        summary=f"{plan.reason}. Failure signature: {plan.signature}.",
-        scope=f"{plan.seat_id} turns",
+        summary=f"{happened} Why it escalates: {plan.reason}.",
+        scope=f"{seat} turns",
         state="failed",
-        commitment=None if target_id is None else Commitment(to_member_id=target_id, at_risk=True),
-        seat_id=plan.seat_id,
+        blocker=blocker,
+        self_serve_exhausted=True,
+        question="What you can do:",
+        options=(
+            f"see its last turns and their faults: seatwire seat status {seat}",
+            f"after fixing the fault, run it again now: seatwire seat run-now {seat}",
+            f"if it was paused, let it run again: seatwire seat resume {seat}",
+        ),
+        seat_id=seat,
     )
+
+
+def pending_escalation(run: SeatRun, *, now_ms: int) -> tuple[SeatRun, EscalationPlan] | None:
+    """An escalation written on the record whose report never reached the journal (its
+    worker died, or raising it failed), due to be raised again: every `ESCALATION_RETRY_MS`
+    until it has a tracking id. The plan is rebuilt from the record, so the report is the
+    same one and the journal keeps it once."""
+    e = run.escalation
+    if e is None or e.tracking_id is not None:
+        return None
+    if now_ms - (e.tried_at_ms or e.at_ms) < ESCALATION_RETRY_MS:
+        return None
+    plan = EscalationPlan(
+        seat_id=run.seat_id,
+        revision=run.escalations,
+        signature=e.signature,
+        streak=e.streak,
+        hint=e.hint,
+        reason=e.reason,
+        fresh=False,
+        stopped=e.stopped,
+    )
+    tried = e.model_copy(update={"tried_at_ms": now_ms})
+    return run.model_copy(update={"escalation": tried}), plan
 
 
 # ---------------------------------------------------------------------- sessions

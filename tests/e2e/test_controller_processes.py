@@ -467,7 +467,7 @@ def test_three_identical_failures_escalate_once_and_a_success_clears_it(
     )
     assert [t["outcome"]["kind"] for t in stopped["turns"]] == ["failed"] * 3
     assert stopped["streak"]["streak"] == 3
-    assert stopped["streak"]["signature"] == "session-id:never-beaten:3"
+    assert stopped["streak"]["signature"] == "command:never-beaten:3"
     assert held["lastDecision"]["reason"] == "failure_limit"
     assert held["escalation"] is not None and held["escalation"]["targetId"] == "gus"
     assert len(held["turns"]) == 3 and runs_before == 3

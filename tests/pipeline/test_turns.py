@@ -11,17 +11,24 @@ import itertools
 
 import pytest
 
-from contracts.controller import SeatRun, SessionRecord, TurnOutcome
+from contracts.controller import AgentProcess, Escalation, SeatRun, SessionRecord, TurnOutcome
 from contracts.org import ControllerOptions, Seat
 from pipeline.launches import iso
+from pipeline.engagement import decide_engagement
 from pipeline.turns import (
+    ESCALATION_RETRY_MS,
     EscalationPlan,
     Observed,
     TurnNotActive,
     after_launch,
+    agent_started,
     apply_control,
+    clearance,
     escalation_report,
+    hold_turn,
+    pending_escalation,
     plan_launch,
+    released,
     settle_turn,
     start_turn,
     status_of,
@@ -121,8 +128,8 @@ def test_the_streak_counts_identical_failures_and_escalates_at_three() -> None:
     assert run.streak is not None and run.streak.escalated_at == iso(T + 200_000)
     assert run.escalation is not None and run.escalations == 1
     report = escalation_report(plan, target_id="ava")
-    assert report.headline == plan.hint and report.commitment is not None
-    assert report.commitment.to_member_id == "ava" and report.state == "failed"
+    assert report.headline == plan.hint and report.blocker is not None
+    assert report.blocker.owner_id == "ava" and report.state == "failed"
     ctl = apply_control(run, "run-now", OPTS)
     t = tick(ctl, at=T + 400_000)
     assert t.decision.reason == "steering"
@@ -142,7 +149,11 @@ def test_different_failures_stop_the_seat_and_still_reach_a_person() -> None:
     assert s.escalate is not None and s.escalate.signature == "controller:failure_limit"
     assert s.escalate.hint.startswith("3 turns in a row have failed")
     assert "fault 2" in s.escalate.hint
-    assert tick(run, at=T + 400_000).escalate is None  # once: the escalation is open
+    assert run.escalation is not None
+    noted = run.model_copy(
+        update={"escalation": run.escalation.model_copy(update={"tracking_id": "t-1"})}
+    )
+    assert tick(noted, at=T + 400_000).escalate is None  # once: the escalation is open
 
 
 def test_an_outcome_for_a_turn_not_running_is_refused() -> None:
@@ -246,3 +257,185 @@ def test_every_launch_past_the_limit_escalates_again_not_fresh() -> None:
     assert (fourth.fresh, fourth.revision, fourth.streak) == (False, 2, 4)
     assert run.escalation is not None and run.escalation.count == 2
     assert escalation_report(fourth, target_id="ava").revision == 2
+
+
+# ---------------------------------------------------------------------- the agent processes
+
+
+def lost_with_agent(host: str = "h1") -> SeatRun:
+    """A seat whose command turn started on `host` (group 4242) and was settled as lost."""
+    run = tick(SeatRun(seat_id="s")).run
+    assert run.active is not None
+    run = start_turn(run, run.active.turn_id, now_ms=T, lease_ms=60_000, host=host)
+    assert run is not None
+    run = agent_started(run, "s:turn:1", pgid=4242, leader_start=77)
+    assert run is not None
+    t = tick(run, at=T + 60_001)
+    assert t.settled is not None and t.settled.record.outcome.signature == "turn:lost"
+    return t.run
+
+
+def test_a_started_command_turn_names_its_host_and_group() -> None:
+    """A command turn's start writes the host and, once started, the agent's group; its
+    `untilMs` is the turn's lease."""
+    run = tick(SeatRun(seat_id="s")).run
+    started_run = start_turn(run, "s:turn:1", now_ms=T, lease_ms=60_000, host="h1")
+    assert started_run is not None and started_run.active is not None
+    agent = started_run.active.agent
+    assert agent == AgentProcess(turn_id="s:turn:1", host="h1", until_ms=T + 60_000)
+    with_group = agent_started(started_run, "s:turn:1", pgid=9, leader_start=5)
+    assert with_group is not None and with_group.active is not None
+    assert with_group.active.agent is not None and with_group.active.agent.pgid == 9
+    assert agent_started(started_run, "s:turn:2", pgid=9, leader_start=5) is None
+
+
+def test_a_turn_settled_by_its_worker_leaves_no_agent_behind() -> None:
+    """A turn its own worker settles was reaped there: nothing lingers."""
+    run = tick(SeatRun(seat_id="s")).run
+    run = start_turn(run, "s:turn:1", now_ms=T, lease_ms=60_000, host="h1")
+    assert run is not None
+    assert settle(run, TurnOutcome(kind="ok")).run.lingering is None
+
+
+def test_a_lost_turns_agent_lingers_and_blocks_the_next_start() -> None:
+    """A turn settled as lost leaves its agent `lingering`; the next turn does not start
+    without a clearance of that very agent."""
+    run = lost_with_agent()
+    assert run.lingering is not None and run.lingering.pgid == 4242
+    nxt = tick(run, at=T + 200_000)
+    assert nxt.publish is not None
+    assert start_turn(nxt.run, nxt.publish.turn_id, now_ms=T + 200_000, lease_ms=60_000) is None
+    ok = clearance(
+        run.lingering, here=True, verdict="gone", seen="no process", killed=False, now_ms=T
+    )
+    started_run = start_turn(
+        nxt.run, nxt.publish.turn_id, now_ms=T + 200_000, lease_ms=60_000, cleared=ok
+    )
+    assert started_run is not None and started_run.lingering is None
+    assert started_run.active is not None and started_run.active.cleared == ok.why
+    record = settle(started_run, TurnOutcome(kind="ok"), at=T + 200_001).record
+    assert record.cleared == ok.why
+
+
+@pytest.mark.parametrize(
+    ("here", "verdict", "killed", "at", "action", "reason"),
+    [
+        (True, "gone", False, T, "start", "agent_gone"),
+        (True, "gone", True, T, "start", "agent_killed"),
+        (True, "ours", True, T, "wait", "agent_alive"),
+        (True, "unproven", False, T + 59_999, "wait", "agent_unproven"),
+        (True, "unproven", False, T + 60_000, "start", "agent_lease_passed"),
+        (False, None, False, T + 59_999, "wait", "agent_unproven"),
+        (False, None, False, T + 60_000, "start", "agent_lease_passed"),
+    ],
+)
+def test_the_clearance_of_a_lingering_agent(
+    here: bool, verdict: str | None, killed: bool, at: int, action: str, reason: str
+) -> None:
+    """Proven gone (or killed) on this host starts; still there after a kill waits; where it
+    cannot be looked at, only its lease having passed starts, and the wait says until when."""
+    agent = AgentProcess(turn_id="s:turn:1", host="h1", until_ms=T + 60_000, pgid=4242)
+    c = clearance(agent, here=here, verdict=verdict, seen="seen", killed=killed, now_ms=at)  # type: ignore[arg-type]
+    assert (c.action, c.reason) == (action, reason)
+    assert c.why and "s:turn:1" in c.why
+    if action == "wait":
+        assert c.until_ms > at
+
+
+def test_a_held_turn_says_why_once() -> None:
+    """A held turn carries the clearance's reason; the same hold again writes nothing."""
+    run = lost_with_agent()
+    nxt = tick(run, at=T + 200_000)
+    assert run.lingering is not None and nxt.publish is not None
+    wait = clearance(run.lingering, here=False, verdict=None, seen="", killed=False, now_ms=T + 1)
+    held = hold_turn(nxt.run, nxt.publish.turn_id, wait, now_ms=T + 200_000)
+    assert held is not None and held.active is not None and held.active.held is not None
+    assert held.active.held.reason == "agent_unproven" and held.active.state == "queued"
+    assert hold_turn(held, nxt.publish.turn_id, wait, now_ms=T + 200_001) is None
+
+
+def test_a_worker_that_reaped_a_lost_turns_agent_releases_it() -> None:
+    """The worker of a turn settled as lost that reaped its agent takes it off the record;
+    another turn's release changes nothing."""
+    run = lost_with_agent()
+    assert released(run, "s:turn:9") is None
+    after = released(run, "s:turn:1")
+    assert after is not None and after.lingering is None
+
+
+# ---------------------------------------------------------------------- the escalation
+
+
+def test_the_escalation_says_what_happened_and_what_to_do() -> None:
+    """The escalation is a blocked ask to the operator: the verdict first, then that the seat
+    stopped after N identical failures, then the three commands the operator has; it never
+    uses the words of a commitment the operator did not make."""
+    plan = EscalationPlan(
+        seat_id="relay",
+        revision=1,
+        signature="session-id:binary-missing",
+        streak=3,
+        hint="3× in a row, identically — retries are not fixing it and this needs a person.",
+        reason="three identical failures",
+        fresh=True,
+        stopped=True,
+    )
+    report = escalation_report(plan, target_id="ava")
+    assert report.summary is not None
+    assert "Seat relay stopped after 3 identical failures" in report.summary
+    assert [o.split(": ")[-1] for o in report.options] == [
+        "seatwire seat status relay",
+        "seatwire seat run-now relay",
+        "seatwire seat resume relay",
+    ]
+    members = [{"id": "ava", "displayName": "Ava", "status": "active"}]
+    ctx = {
+        "me": {"id": "relay", "supervisorId": "ava"},
+        "directory": {"members": members},
+        "nowMs": T,
+    }
+    decision = decide_engagement(report, ctx)
+    assert decision.engage is True and decision.reason_code == "blocked:decision"
+    body = str(decision.body)
+    assert body.splitlines()[0] == f"**{plan.hint}**"
+    assert "You asked for this" not in body and "seatwire seat run-now relay" in body
+
+
+def test_an_escalation_that_never_reached_the_journal_is_raised_again() -> None:
+    """An escalation on the record with no tracking id is raised again by a tick once
+    `ESCALATION_RETRY_MS` passed (the same report: same revision and words), then not again
+    until the next interval; one with a tracking id never."""
+    run = SeatRun(seat_id="s")
+    for i in range(3):
+        t = tick(run, at=T + i * 100_000)
+        run = settle(started(t.run, T + i * 100_000), failed(), at=T + i * 100_000).run
+    assert run.escalation is not None and run.escalation.tracking_id is None
+    first = run.escalation.at_ms
+    assert pending_escalation(run, now_ms=first + ESCALATION_RETRY_MS - 1) is None
+    again = pending_escalation(run, now_ms=first + ESCALATION_RETRY_MS)
+    assert again is not None
+    tried, plan = again
+    assert (plan.revision, plan.signature, plan.streak) == (1, run.escalation.signature, 3)
+    assert escalation_report(plan, target_id="ava") == escalation_report(
+        EscalationPlan(
+            seat_id="s",
+            revision=1,
+            signature=run.escalation.signature,
+            streak=3,
+            hint=run.escalation.hint,
+            reason=run.escalation.reason,
+            fresh=True,
+            stopped=run.escalation.stopped,
+        ),
+        target_id="ava",
+    )
+    assert pending_escalation(tried, now_ms=first + ESCALATION_RETRY_MS + 1) is None
+    t = tick(run, at=first + ESCALATION_RETRY_MS)
+    assert t.escalate is not None and t.run.escalation is not None
+    assert t.run.escalation.tried_at_ms == first + ESCALATION_RETRY_MS
+    done = run.model_copy(
+        update={
+            "escalation": Escalation.model_validate({**run.escalation.to_wire(), "trackingId": "x"})
+        }
+    )
+    assert pending_escalation(done, now_ms=first + 10 * ESCALATION_RETRY_MS) is None

@@ -191,7 +191,7 @@ def test_an_inbox_the_seat_never_acknowledges_stops_it_and_asks_its_operator(
     assert run.escalation.signature == "controller:unacknowledged_inbox"
     (ask,) = published.of(Task.ENGAGEMENT)
     assert ask["report"]["headline"].startswith("3 turns in a row ended without acknowledging")
-    assert ask["report"]["commitment"]["toMemberId"] == "ava"
+    assert ask["report"]["blocker"]["ownerId"] == "ava"
 
 
 def test_a_queued_turn_nobody_started_is_published_again(
@@ -293,10 +293,10 @@ def test_three_identical_failures_escalate_once_and_a_success_clears_it(
     t = fail_turns(c, published, NOW, 3)
     run = c.seat_runs.get("scout").run
     assert run.streak is not None and run.streak.streak == 3
-    assert run.streak.signature == "session-id:never-beaten:3"
+    assert run.streak.signature == "command:never-beaten:3"
     (engaged,) = published.of(Task.ENGAGEMENT)
     report = engaged["report"]
-    assert report["commitment"]["toMemberId"] == "ava"
+    assert report["blocker"]["ownerId"] == "ava"
     assert report["headline"].startswith(
         "3× in a row, identically — retries are not fixing it and this needs a person."
     )

@@ -18,9 +18,15 @@ is the little it lacks for an unattended agent process:
   "command not found") and the OS error in both `error` and `output_tail`, so a classifier
   reading the tail sees "No such file or directory" as it would from a shell.
 
+- the turn's time limit holds even when this process dies: the program runs under a keeper
+  (workers/outbound/keeper.py) that leads its process group and ends it at `backstop_at_ms`,
+  or as soon as the process that started it is gone. The keeper is the direct child here
+  (its pid is the group id, handed to `on_started`), and it exits as the program did.
+
 argv is a list and never goes through a shell: no quoting, no expansion, no `$(...)`.
-The group is signalled only while the child is still unreaped (a zombie keeps its pid, so its
-group id cannot be reused by an unrelated process), and every pipe is closed before returning.
+The group is signalled only while the keeper is still unreaped (a zombie keeps its pid, so
+its group id cannot be reused by an unrelated process), every process left in the group when
+the run ends is killed with it, and every pipe is closed before returning.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pipeline.agent_output import AgentOutput, AgentOutputCollector
@@ -48,6 +56,10 @@ _READ_BYTES = 64 * 1024
 # How often the loop looks whether the child exited while its pipes are still open.
 _POLL_S = 0.05
 EXIT_COULD_NOT_START = 127
+KEEPER = str(Path(__file__).with_name("keeper.py"))
+# How long after this process's own kill (the time limit, its grace and the drain) the keeper
+# ends the group when nobody gave it a backstop: it acts only when this process could not.
+BACKSTOP_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -78,8 +90,14 @@ def run_command(
     clock_ms: Callable[[], int] = now_ms,
     should_stop: Callable[[], bool] | None = None,
     stop_check_s: float = 1.0,
+    backstop_at_ms: int | None = None,
+    on_started: Callable[[int], None] | None = None,
 ) -> CommandRun:
     """Run `argv` (never through a shell) for at most `time_limit_s` seconds.
+
+    The program's keeper ends its process group at `backstop_at_ms` (Unix ms, wall clock)
+    whatever becomes of this process (default: `BACKSTOP_S` after this process's own kill
+    would have ended it); `on_started` is handed the group id once the program has started.
 
     `env`, when given, is the child's whole environment; `stdin_text` is written to its stdin
     (UTF-8), which is closed after it (stdin is /dev/null without one). `should_stop` is asked
@@ -97,30 +115,28 @@ def run_command(
         raise ValueError("kill_grace_s must be a finite, non-negative number of seconds")
     collector = AgentOutputCollector(provider)
     started_ms = clock_ms()
-    try:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=None if env is None else dict(env),
-            start_new_session=True,
-            close_fds=True,
-            shell=False,
-        )
-    except OSError as exc:
-        failure = f"could not start: {exc}"
+    if backstop_at_ms is None:
+        backstop_s = time_limit_s + kill_grace_s + DRAIN_S + BACKSTOP_S
+        backstop_at_ms = int(time.time() * 1000 + backstop_s * 1000)
+    started = _start(args, cwd, env, stdin_text, backstop_at_ms, kill_grace_s, time_limit_s)
+    if isinstance(started, str):
         return CommandRun(
             exit_code=EXIT_COULD_NOT_START,
-            output_tail=failure,
+            output_tail=started,
             timed_out=False,
             started_ms=started_ms,
             ended_ms=clock_ms(),
-            error=failure,
+            error=started,
             output=collector.close(),
         )
+    proc = started
     run = _Run(proc, collector, stdin_text)
+    if on_started is not None:
+        try:
+            on_started(proc.pid)
+        except BaseException:
+            run.finish()
+            raise
     try:
         timed_out, error = run.supervise(time_limit_s, kill_grace_s, should_stop, stop_check_s)
     finally:
@@ -136,6 +152,86 @@ def run_command(
         error=error,
         output=collector.close(),
     )
+
+
+def _start(
+    args: list[str],
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    stdin_text: str | None,
+    backstop_at_ms: int,
+    kill_grace_s: float,
+    time_limit_s: float,
+) -> subprocess.Popen[bytes] | str:
+    """The keeper started with the program under it, once the keeper says the program
+    started; the reason, as a shell would put it, when it could not start."""
+    read_fd, write_fd = os.pipe()
+    keeper = [
+        sys.executable,
+        "-I",
+        "-S",
+        KEEPER,
+        "--term-at-ms",
+        str(backstop_at_ms),
+        "--grace-ms",
+        str(int(kill_grace_s * 1000)),
+        "--parent",
+        str(os.getpid()),
+        "--status-fd",
+        str(write_fd),
+        "--",
+        *args,
+    ]
+    try:
+        proc = subprocess.Popen(
+            keeper,
+            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(write_fd,),
+            shell=False,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        return f"could not start: {exc}"
+    finally:
+        os.close(write_fd)
+    try:
+        line = _first_line(read_fd, time.monotonic() + max(time_limit_s, 5.0))
+    finally:
+        os.close(read_fd)
+    if line.startswith("started "):
+        return proc
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    if line.startswith("failed "):
+        return line.removeprefix("failed ")
+    return f"could not start: its keeper ended without starting it ({line or 'no word'})"
+
+
+def _first_line(fd: int, deadline: float) -> str:
+    """The first line written on `fd` (without its newline), or what came before EOF or the
+    deadline."""
+    data = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\n", 1)[0].decode("utf-8", "replace")
 
 
 def _checked_argv(argv: Sequence[str]) -> list[str]:
@@ -294,10 +390,10 @@ class _Run:
             os.killpg(self.proc.pid, sig)
 
     def finish(self) -> None:
-        """Leave nothing behind: kill a child still running (an exception cut the run short),
-        reap it, and close every pipe."""
-        if not self._exited():
-            self._signal_group(signal.SIGKILL)
+        """Leave nothing behind: kill what is left of the group (the keeper still running
+        when an exception cut the run short, a tool the program left behind), reap the
+        keeper, and close every pipe."""
+        self._signal_group(signal.SIGKILL)
         self.proc.wait()
         self.selector.close()
         for stream in (self.proc.stdout, self.proc.stderr):

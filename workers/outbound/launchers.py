@@ -57,7 +57,17 @@ from workers.outbound.command import CommandRun, run_command
 from workers.telemetry import MULTIPROC_ENV
 
 REPLY_LIMIT = 256 * 1024  # the most of an agent runtime's reply that is read
-LIMIT_MARGIN_S = 30  # a launcher's own limit stays this far inside the turn's
+# The keeper (workers/outbound/command.py) ends a command's group this long before the turn's
+# lease: its SIGTERM, the grace, its SIGKILL, all inside the lease.
+BACKSTOP_BEFORE_LEASE_MS = 4_000
+
+
+def launcher_limit_s(turn_limit_s: float) -> float:
+    """A launcher's own time limit inside a turn's: a fifth of the turn's off it, at least
+    10 s (the kill's grace, the drain, the keeper's backstop and the settlement fit in it) and
+    at most 30 s. Always positive for any turn limit the settings accept (30 s and more)."""
+    margin = min(30.0, max(10.0, turn_limit_s / 5))
+    return max(1.0, turn_limit_s - margin)
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,7 @@ class Brief:
     backlog: tuple[BacklogEntry, ...] = ()
     session: SessionRecord | None = None
     streak: LaunchStreak | None = None
+    lease_until_ms: int | None = None  # the running turn's lease (a command's backstop)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -102,17 +113,28 @@ class Launchers:
         default_factory=lambda: {k: v for k, v in os.environ.items() if k != MULTIPROC_ENV}
     )
 
+    @property
+    def limit_s(self) -> float:
+        """The longest any launch of a turn may take (`launcher_limit_s`)."""
+        return launcher_limit_s(self.time_limit_s)
+
     def launch(
-        self, spec: LauncherSpec, brief: Brief, *, should_stop: Callable[[], bool] | None = None
+        self,
+        spec: LauncherSpec,
+        brief: Brief,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        on_started: Callable[[int], None] | None = None,
     ) -> Launched:
         """Run the turn. `should_stop` (asked about once a second) ends a command launch
         early, as `interrupted`; a noop turn is over at once and an http one is a single
-        request the runtime is not told to abandon."""
+        request the runtime is not told to abandon. `on_started` is handed a command's
+        process group once its program has started."""
         if isinstance(spec, NoopLauncher):
             return self._noop(brief)
         if isinstance(spec, HttpLauncher):
             return self._http(spec, brief)
-        return self._command(spec, brief, should_stop)
+        return self._command(spec, brief, should_stop, on_started)
 
     # ------------------------------------------------------------------ noop
 
@@ -139,7 +161,7 @@ class Launchers:
                     )
                 )
             headers["authorization"] = f"Bearer {token}"
-        timeout = min(spec.timeout_s, self.time_limit_s - LIMIT_MARGIN_S)
+        timeout = min(spec.timeout_s, self.limit_s)
         try:
             with (
                 httpx.Client(
@@ -186,7 +208,11 @@ class Launchers:
     # ------------------------------------------------------------------ command
 
     def _command(
-        self, spec: CommandLauncher, brief: Brief, should_stop: Callable[[], bool] | None
+        self,
+        spec: CommandLauncher,
+        brief: Brief,
+        should_stop: Callable[[], bool] | None,
+        on_started: Callable[[int], None] | None = None,
     ) -> Launched:
         now = self.clock_ms()
         session: SessionRecord | None = None
@@ -226,7 +252,8 @@ class Launchers:
             "SEATWIRE_SESSION_ID": values["sessionId"],
             "SEATWIRE_SESSION_MODE": mode or "",
         }
-        limit = min(spec.time_limit_s, self.time_limit_s - LIMIT_MARGIN_S)
+        limit = min(spec.time_limit_s, self.limit_s)
+        lease = brief.lease_until_ms
         ran = run_command(
             argv,
             time_limit_s=limit,
@@ -236,6 +263,8 @@ class Launchers:
             stdin_text=json.dumps(brief.to_wire()),
             clock_ms=self.clock_ms,
             should_stop=should_stop,
+            backstop_at_ms=None if lease is None else lease - BACKSTOP_BEFORE_LEASE_MS,
+            on_started=on_started,
         )
         if ran.stopped:
             detail = "interrupted: the seat was paused while its turn ran"
@@ -309,8 +338,13 @@ class Launchers:
             signature = launch_failure_signature(
                 {"mode": seed_mode, "kind": kind, "exitCode": ran.exit_code}
             )
+            if mode is None:  # a launcher that keeps no sessions has no session mode to name
+                signature = "command:" + signature.partition(":")[2]
         if session is not None and out.session_id and out.session_id != session.session_id:
             session = session.model_copy(update={"session_id": out.session_id})
+        # The session this launch ran with: the record below may rotate to a fresh one, but a
+        # failed resume is about the one that was resumed.
+        ran_with = session.session_id if session is not None else out.session_id
         if session is not None and mode is not None and failed:
             prior = brief.streak
             at_limit = (
@@ -348,7 +382,7 @@ class Launchers:
             failure_kind=str(failure["kind"]) if failed else None,
             proven=bool(failure["proven"]) if failed else None,
             signature=signature,
-            session_id=session.session_id if session else out.session_id,
+            session_id=ran_with,
             model=out.model,
             usage={k: float(v) for k, v in out.usage.items()},
             cost_micros=None if cost is None else round(cost * 1_000_000),

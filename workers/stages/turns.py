@@ -8,10 +8,21 @@ launch-failure streak and the session record, again as one compare-and-set. A la
 raises is a failed outcome; a worker that dies mid-turn leaves the turn running until its
 lease runs out, and the next controller tick settles it as failed (`turn:lost`).
 
+A seat never has two agents at once, and that holds for the processes, not only for the
+records. A `command` turn's agent runs under a keeper that ends it by the turn's lease, even
+when this worker is gone (workers/outbound/keeper.py); the record names the host and the
+process group it runs in. A turn settled as lost leaves that agent `lingering` on the seat's
+record, and the next turn starts only once it is proven gone: on the same host, looked at (and
+SIGKILLed if it is still there); elsewhere, by its lease having passed. Until then the turn
+stays queued with the reason on its record (`held`), and the tick publishes it again.
+
 Settling has effects beyond the record (`apply_effects`, shared with the tick and the outcome
 route): an escalation becomes a work report to the seat's operator (else its supervisor)
 through the engagement, guardrail and send stages, or an `unroutable` ledger row when the seat
-has neither; a turn's cost becomes a cost frame (spend only under `enforcement: on`).
+has neither; a turn's cost becomes a cost frame (spend only under `enforcement: on`). Each
+effect is tried on its own: one that raises is logged and dead-lettered with its reason
+(`settle:<effect>:<error>`), and the others still run. An escalation written on the record
+whose report never reached the journal is raised again by the tick (`pending_escalation`).
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import redis
 from celery import Celery
@@ -28,21 +40,28 @@ from celery import Celery
 from contracts import Seat
 from contracts.controller import SeatRun, TurnMessage, TurnOutcome
 from contracts.money import CostFrame
+from contracts.org import CommandLauncher
 from pipeline.controller import Rng
 from pipeline.turns import (
+    Clearance,
     EscalationPlan,
     Settled,
     TurnNotActive,
+    agent_started,
+    clearance,
     escalation_report,
+    hold_turn,
     news_of,
+    released,
     settle_turn,
     start_turn,
 )
 from workers.clock import now_ms
 from workers.container import Container
+from workers.outbound import agents
 from workers.outbound.launchers import Brief, Launched, Launchers
-from workers.queues import Task
-from workers.stages.base import Deps, StageTask, register_stage
+from workers.queues import Queue, Task
+from workers.stages.base import RETRYABLE, Deps, StageTask, register_stage
 from workers.stages.report_intake import intake_report, record_unroutable
 from workers.stores.costs import FrameConflict, FrameExpired
 from workers.telemetry import telemetry
@@ -79,15 +98,27 @@ class Turns:
             self.finish(message.seat_id, message.turn_id, message.outcome)
             return message.outcome.kind
         seat = c.org.current()[0].seat(message.seat_id)
+        cleared = self._clearance(message)
+        if cleared is not None and cleared.action == "wait":
+            return self._hold(message, cleared)
+        local = seat is not None and isinstance(seat.launcher, CommandLauncher)
         started = c.seat_runs.update(
             message.seat_id,
             lambda run: start_turn(
-                run, message.turn_id, now_ms=self.clock_ms(), lease_ms=self.lease_ms
+                run,
+                message.turn_id,
+                now_ms=self.clock_ms(),
+                lease_ms=self.lease_ms,
+                host=agents.host_id() if local else None,
+                cleared=cleared,
             ),
         )
         if started is None:
             log.info("turn %s is not queued (a copy, or done): not run", message.turn_id)
             return "not_queued"
+        if cleared is not None:
+            log.warning("turn %s of %s starts: %s", message.turn_id, message.seat_id, cleared.why)
+            telemetry().decided("turns", "start", cleared.reason)
         run = started[1]
         if seat is None:
             outcome = TurnOutcome(
@@ -105,8 +136,45 @@ class Turns:
                 "turn %s accepted by the agent runtime: its outcome comes later", message.turn_id
             )
             return "accepted"
-        self.finish(message.seat_id, message.turn_id, launched.outcome, launched=launched)
+        try:
+            self.finish(message.seat_id, message.turn_id, launched.outcome, launched=launched)
+        except TurnNotActive:
+            # Settled as lost while it ran (this worker was stopped past the lease): its agent
+            # was reaped here all the same, so it no longer lingers.
+            c.seat_runs.update(message.seat_id, lambda r: released(r, message.turn_id))
+            raise
         return launched.outcome.kind
+
+    def _clearance(self, message: TurnMessage) -> Clearance | None:
+        """Whether the agent of the seat's previous turn, if one lingers, lets this turn
+        start: looked at (and killed, if it is still there) when it ran on this host."""
+        run = self.container.seat_runs.get(message.seat_id).run
+        agent = run.lingering
+        active = run.active
+        if agent is None or active is None or active.turn_id != message.turn_id:
+            return None
+        if active.state != "queued":
+            return None
+        here = agent.host == agents.host_id() and agent.pgid is not None
+        verdict, seen, killed = None, "", False
+        if here:
+            found = agents.look(agent)
+            if found.verdict == "ours":
+                found, killed = agents.kill(agent), True
+            verdict, seen = found.verdict, found.why
+        return clearance(
+            agent, here=here, verdict=verdict, seen=seen, killed=killed, now_ms=self.clock_ms()
+        )
+
+    def _hold(self, message: TurnMessage, cleared: Clearance) -> str:
+        """Leave the turn queued, its record saying why; the tick publishes it again."""
+        now = self.clock_ms()
+        self.container.seat_runs.update(
+            message.seat_id, lambda run: hold_turn(run, message.turn_id, cleared, now_ms=now)
+        )
+        telemetry().decided("turns", "wait", cleared.reason)
+        log.warning("turn %s of %s waits: %s", message.turn_id, message.seat_id, cleared.why)
+        return "held"
 
     def _launch(self, seat: Seat, run: SeatRun, message: TurnMessage) -> Launched:
         c = self.container
@@ -119,14 +187,26 @@ class Turns:
             backlog=tuple(c.backlog.open_items(message.seat_id)),
             session=run.session,
             streak=run.streak,
+            lease_until_ms=active.lease_until_ms if active else None,
         )
 
         def interrupted() -> bool:
             active = c.seat_runs.get(message.seat_id).run.active
             return bool(active and active.turn_id == message.turn_id and active.interrupt_requested)
 
+        def started(pgid: int) -> None:
+            # Written before the turn goes on: a worker that dies from here leaves a group
+            # that the next turn's worker can find and prove gone.
+            leader = agents.start_ticks(pgid)
+            c.seat_runs.update(
+                message.seat_id,
+                lambda r: agent_started(r, message.turn_id, pgid=pgid, leader_start=leader),
+            )
+
         try:
-            return self.launchers.launch(seat.launcher, brief, should_stop=interrupted)
+            return self.launchers.launch(
+                seat.launcher, brief, should_stop=interrupted, on_started=started
+            )
         except Exception as exc:  # a launcher bug is a failed turn, written down, never a loss
             log.exception("the launcher of %s raised", message.seat_id)
             return Launched(
@@ -205,12 +285,18 @@ def apply_effects(
     settled: Settled | None = None,
     escalate: EscalationPlan | None = None,
     now_ms: int,
-) -> None:
+) -> list[str]:
     """What a settled turn (or a stopped seat) means beyond its record: the escalation ask,
-    the cost frame, and a line in the log when a success cleared an escalation."""
+    the cost frame, and a line in the log when a success cleared an escalation. Each is tried
+    on its own; one that fails is dead-lettered with its reason and the others still run.
+    Returns the effects that failed."""
     plan = escalate or (settled.escalate if settled is not None else None)
+    seat_id = plan.seat_id if plan is not None else settled.run.seat_id if settled else ""
+    turn_id = settled.record.turn_id if settled is not None else ""
+    failed: list[str] = []
     if settled is not None:
-        _cost(c, settled)
+        if not _effect(c, "cost", seat_id, turn_id, lambda: _cost(c, settled), now_ms=now_ms):
+            failed.append("cost")
         if settled.cleared is not None:
             log.info(
                 "seat %s: escalation %s cleared by a successful turn",
@@ -218,7 +304,50 @@ def apply_effects(
                 settled.cleared.signature,
             )
     if plan is not None:
-        raise_escalation(c, app, seat, plan, now_ms=now_ms)
+        escalation = partial(raise_escalation, c, app, seat, plan, now_ms=now_ms)
+        if not _effect(c, "escalation", seat_id, turn_id, escalation, now_ms=now_ms):
+            failed.append("escalation")
+    return failed
+
+
+def _effect(
+    c: Container,
+    name: str,
+    seat_id: str,
+    turn_id: str,
+    do: Callable[[], object],
+    *,
+    now_ms: int,
+) -> bool:
+    """Run one effect of a settlement; on any error, log it and dead-letter it with its
+    reason (the message names the seat and turn), rather than let it end the settlement."""
+    try:
+        do()
+        return True
+    except Exception as exc:
+        log.exception("seat %s: the %s of turn %s failed", seat_id, name, turn_id or "(none)")
+        dead_letter(c, name, seat_id, turn_id, exc, now_ms=now_ms)
+        return False
+
+
+def dead_letter(
+    c: Container, name: str, seat_id: str, turn_id: str, exc: BaseException, *, now_ms: int
+) -> None:
+    """Write down, as a dead letter an operator lists with `seatwire dlq list`, that step
+    `name` of a turn gave up (reason `settle:<name>:<error type>`)."""
+    telemetry().decided("turns", "gave_up", name)
+    letter = f"settle:{seat_id}:{turn_id or now_ms}:{name}"
+    try:
+        c.dead_letters.give_up(
+            letter,
+            queue=Queue.TURNS,
+            reason=f"settle:{name}:{type(exc).__name__}",
+            error=f"{type(exc).__name__}: {exc}",
+            message={"seatId": seat_id, "turnId": turn_id, "effect": name},
+            now_ms=now_ms,
+        )
+    except Exception:  # Redis itself is down: the log is all that can be written
+        log.exception("could not dead-letter the %s of turn %s", name, turn_id)
 
 
 def raise_escalation(
@@ -286,5 +415,12 @@ def register(app: Celery, deps: Deps) -> None:
             Turns.of(task.deps(), app).run(message)
         except TurnNotActive as exc:  # settled meanwhile (its lease ran out): nothing to do
             log.warning("%s", exc)
+        except RETRYABLE:
+            raise  # tried again by Celery; past its retries the lease settles the turn
+        except Exception as exc:
+            # A turn message carries no journal entry for the stage's own dead-lettering:
+            # the turn's give-up is written here, with the seat and turn it was about.
+            dead_letter(task.deps(), "turn", message.seat_id, message.turn_id, exc, now_ms=now_ms())
+            raise
 
     register_stage(app, TASK, deps, turn)
