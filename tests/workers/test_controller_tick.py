@@ -409,3 +409,147 @@ def test_a_claude_turns_usage_and_cost_reach_the_outcome_and_the_spend(
     assert "SECRET-TOKEN" not in run.model_dump_json()
     (frame,) = c.costs.frames("scout")
     assert (frame.cost_micros, frame.enforcement, frame.turn_id) == (12_300, "on", "scout:turn:1")
+
+
+# ---------------------------------------------------------------------- lingering agents
+
+
+def linger(c: Container, published: Published, *, host: str, pgid: int) -> None:
+    """Scout's first turn is running with an agent on `host` in group `pgid` when its
+    worker dies: the tick at its lease settles it lost and leaves the agent lingering."""
+    from contracts.controller import AgentProcess
+
+    tick(c, NOW)
+    only_scout(published)
+    published.messages.clear()
+
+    def running(run: Any) -> Any:
+        assert run.active is not None
+        agent = AgentProcess(
+            turn_id=run.active.turn_id, host=host, until_ms=NOW + 60_000, pgid=pgid
+        )
+        active = run.active.model_copy(
+            update={
+                "state": "running",
+                "started_at_ms": NOW,
+                "lease_until_ms": NOW + 60_000,
+                "agent": agent,
+            }
+        )
+        return run.model_copy(update={"active": active})
+
+    c.seat_runs.update("scout", running)
+    tick(c, NOW + 60_001)
+    run = c.seat_runs.get("scout").run
+    assert run.lingering is not None and run.turns[-1].outcome.signature == "turn:lost"
+
+
+def test_a_retry_waits_while_the_lost_turns_agent_elsewhere_may_still_run(
+    noop: Container, published: Published
+) -> None:
+    """A lost turn's agent on another host cannot be looked at: the retry holds (queued, the
+    reason on its record) until the agent's lease has passed, then starts and says why."""
+    linger(noop, published, host="another-host/boot/1", pgid=4242)
+    noop.seat_runs.update(
+        "scout",
+        lambda r: r.model_copy(
+            update={"lingering": r.lingering.model_copy(update={"until_ms": NOW + 200_000})}
+        ),
+    )
+    tick(noop, NOW + 100_000)
+    only_scout(published)
+    assert run_published(noop, published, NOW + 100_001) == ["held"]
+    run = noop.seat_runs.get("scout").run
+    assert run.active is not None and run.active.state == "queued"
+    assert run.active.held is not None and run.active.held.reason == "agent_unproven"
+    assert run.active.held.until_ms == NOW + 200_000 and run.lingering is not None
+    turn = run.active.turn_id
+    from contracts.controller import TurnMessage
+
+    assert turns(noop, NOW + 200_000).run(TurnMessage(seat_id="scout", turn_id=turn)) == "ok"
+    run = noop.seat_runs.get("scout").run
+    assert run.lingering is None and run.turns[-1].turn_id == turn
+    assert "which has passed" in (run.turns[-1].cleared or "")
+
+
+def test_a_retry_on_the_same_host_starts_once_the_agent_is_proven_gone(
+    noop: Container, published: Published
+) -> None:
+    """A lost turn's agent on this host whose group has no process left is proven gone: the
+    retry starts at once, its record saying so."""
+    from workers.outbound import agents
+
+    linger(noop, published, host=agents.host_id(), pgid=2**22 - 11)
+    tick(noop, NOW + 100_000)
+    only_scout(published)
+    assert run_published(noop, published, NOW + 100_001) == ["ok"]
+    run = noop.seat_runs.get("scout").run
+    assert run.lingering is None
+    assert "no process is left" in (run.turns[-1].cleared or "")
+
+
+def test_a_failing_cost_frame_does_not_stop_the_escalation(
+    redis_client: redis.Redis,
+    redis_url: str,
+    tmp_path: Path,
+    published: Published,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A settlement effect that raises (the cost frame here) is dead-lettered with its reason,
+    and the escalation after three identical failures still reaches the engagement stage
+    with a target and a tracking id on the record."""
+    from workers.stages import turns as turns_stage
+
+    def broken(c: Container, settled: Any) -> None:
+        raise ValueError("a frame the store refuses")
+
+    monkeypatch.setattr(turns_stage, "_cost", broken)
+    c = make(redis_client, redis_url, tmp_path, org_text(program(tmp_path, "sys.exit(3)", False)))
+    fail_turns(c, published, NOW, 3)
+    (engaged,) = published.of(Task.ENGAGEMENT)
+    assert engaged["report"]["blocker"]["ownerId"] == "ava"
+    run = c.seat_runs.get("scout").run
+    assert (
+        run.escalation is not None
+        and run.escalation.tracking_id
+        and run.escalation.target_id == "ava"
+    )
+    letters = c.dead_letters.list()
+    assert len(letters) == 3 and {x.reason for x in letters} == {"settle:cost:ValueError"}
+    assert all(x.stage == "turns" and x.message and x.message["seatId"] == "scout" for x in letters)
+
+
+def test_an_escalation_whose_report_was_never_raised_is_raised_by_a_tick(
+    redis_client: redis.Redis,
+    redis_url: str,
+    tmp_path: Path,
+    published: Published,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that dies between writing the escalation and raising its report leaves it
+    with no tracking id: a tick after ESCALATION_RETRY_MS raises the same report once, and
+    the record then names its tracking id and target."""
+    from pipeline.turns import ESCALATION_RETRY_MS
+    from workers.stages import turns as turns_stage
+
+    real = turns_stage.raise_escalation
+    monkeypatch.setattr(
+        turns_stage, "raise_escalation", lambda *a, **k: (_ for _ in ()).throw(SystemError("died"))
+    )
+    c = make(redis_client, redis_url, tmp_path, org_text(program(tmp_path, "sys.exit(3)", False)))
+    t = fail_turns(c, published, NOW, 3)
+    assert published.of(Task.ENGAGEMENT) == []
+    run = c.seat_runs.get("scout").run
+    assert run.escalation is not None and run.escalation.tracking_id is None
+    monkeypatch.setattr(turns_stage, "raise_escalation", real)
+    monkeypatch.setattr(controller_tick, "apply_effects", turns_stage.apply_effects)
+    tick(c, run.escalation.at_ms + ESCALATION_RETRY_MS - 1)
+    assert published.of(Task.ENGAGEMENT) == []
+    tick(c, run.escalation.at_ms + ESCALATION_RETRY_MS)
+    (engaged,) = published.of(Task.ENGAGEMENT)
+    assert engaged["report"]["revision"] == 1 and engaged["report"]["id"] == "seat-turns:scout"
+    after = c.seat_runs.get("scout").run.escalation
+    assert after is not None and after.tracking_id and after.target_id == "ava"
+    tick(c, run.escalation.at_ms + 3 * ESCALATION_RETRY_MS)
+    assert len(published.of(Task.ENGAGEMENT)) == 1
+    assert t > 0

@@ -345,6 +345,7 @@ def dead_letter(
             error=f"{type(exc).__name__}: {exc}",
             message={"seatId": seat_id, "turnId": turn_id, "effect": name},
             now_ms=now_ms,
+            task=TASK,
         )
     except Exception:  # Redis itself is down: the log is all that can be written
         log.exception("could not dead-letter the %s of turn %s", name, turn_id)

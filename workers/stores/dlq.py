@@ -233,9 +233,11 @@ class DeadLetters:
         error: str,
         message: Any,
         now_ms: int,
+        task: Task | None = None,
     ) -> str:
         """A stage gave up: close the entry as `failed` and dead-letter its message. Returns
-        'dead', 'missing' (no entry; the letter is kept) or the final state the entry keeps."""
+        'dead', 'missing' (no entry; the letter is kept) or the final state the entry keeps.
+        `task` names the message's task for a stage without journal entries (the turns)."""
         dlq_id = task_id(tracking_id, queue)
         verdict = self._give_up(
             keys=[
@@ -249,7 +251,7 @@ class DeadLetters:
             args=[
                 tracking_id,
                 queue.value,
-                QUEUE_TASK[queue].value,
+                (task or QUEUE_TASK[queue]).value,
                 reason,
                 error[:2000],
                 now_ms,

@@ -1,0 +1,223 @@
+"""A command turn's agent does not outlive its worker or its lease (workers/outbound/keeper.py),
+and a lingering agent's group is told apart, killed and proven gone (workers/outbound/agents.py),
+with real processes. Every wait is on a condition, bounded generously for a loaded machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from contracts.controller import AgentProcess
+from workers.outbound import agents
+from workers.outbound.command import run_command
+
+PY = sys.executable
+WAIT_S = 30.0  # the most any condition below is waited for
+
+# The agent: starts a tool (`sleep`) in its group, writes "AGENT_PID TOOL_PID" to argv[1],
+# then sleeps far past any limit the tests set.
+AGENT = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    tool = subprocess.Popen(["sleep", "300"])
+    with open(sys.argv[1] + ".tmp", "w") as fh:
+        fh.write(f"{__import__('os').getpid()} {tool.pid}")
+    __import__('os').replace(sys.argv[1] + ".tmp", sys.argv[1])
+    time.sleep(300)
+    """
+)
+
+
+def wait_until(what: str, probe: Callable[[], object], within_s: float = WAIT_S) -> object:
+    end = time.monotonic() + within_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {within_s} s")
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def pids(path: Path) -> tuple[int, int] | None:
+    if not path.exists():
+        return None
+    agent, tool = path.read_text().split()
+    return int(agent), int(tool)
+
+
+@pytest.fixture
+def reap() -> Iterator[list[int]]:
+    """Groups to SIGKILL at the end whatever happened (a failed test leaves nothing)."""
+    groups: list[int] = []
+    yield groups
+    for g in groups:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def worker(tmp_path: Path, pid_file: Path, *, time_limit_s: float = 120.0) -> subprocess.Popen[str]:
+    """A process that runs the agent with `run_command` (as a turns worker does), printing
+    the group id it is handed when the agent has started."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from workers.outbound.command import run_command
+        run_command(
+            [sys.executable, "-c", {AGENT!r}, {str(pid_file)!r}],
+            time_limit_s={time_limit_s},
+            on_started=lambda g: print(g, flush=True),
+        )
+        """
+    )
+    return subprocess.Popen(
+        [PY, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_the_agent_and_its_tools_end_when_their_worker_dies(
+    tmp_path: Path, reap: list[int], signum: signal.Signals
+) -> None:
+    """The worker that started an agent dies (SIGKILL, or SIGTERM which Python does not
+    handle): its keeper ends the agent and every tool in its group, long before the agent's
+    own 120 s limit."""
+    pid_file = tmp_path / "pids"
+    w = worker(tmp_path, pid_file)
+    reap.append(w.pid)
+    assert w.stdout is not None
+    group = int(w.stdout.readline())
+    reap.append(group)
+    agent, tool = wait_until("the agent's pids", lambda: pids(pid_file))  # type: ignore[misc]
+    assert os.getpgid(agent) == group and os.getpgid(tool) == group
+    os.kill(w.pid, signum)
+    w.wait()
+    wait_until("the agent and its tool gone", lambda: not alive(agent) and not alive(tool))
+    wait_until("the keeper gone", lambda: not alive(group))
+
+
+def test_the_agent_ends_with_its_keeper(tmp_path: Path, reap: list[int]) -> None:
+    """A keeper that is SIGKILLed itself takes the agent with it."""
+    pid_file = tmp_path / "pids"
+    w = worker(tmp_path, pid_file)
+    reap += [w.pid]
+    assert w.stdout is not None
+    group = int(w.stdout.readline())
+    reap.append(group)
+    agent, _tool = wait_until("the agent's pids", lambda: pids(pid_file))  # type: ignore[misc]
+    os.kill(group, signal.SIGKILL)  # the keeper leads the group: its pid is the group id
+    wait_until("the agent gone", lambda: not alive(agent))
+    w.wait(timeout=WAIT_S)
+
+
+def test_the_backstop_ends_the_group_even_while_the_worker_lives(
+    tmp_path: Path, reap: list[int]
+) -> None:
+    """The keeper ends the group at its backstop whatever the worker's own limit: the run
+    ends then, by the signal the keeper sent, and the tool is gone too."""
+    pid_file = tmp_path / "pids"
+    groups: list[int] = []
+    backstop = int(time.time() * 1000) + 1500
+    run = run_command(
+        [PY, "-c", AGENT, str(pid_file)],
+        time_limit_s=120.0,
+        backstop_at_ms=backstop,
+        kill_grace_s=0.5,
+        on_started=groups.append,
+    )
+    reap += groups
+    assert run.exit_code == -signal.SIGTERM and not run.timed_out
+    assert time.time() * 1000 >= backstop
+    _agent, tool = pids(pid_file) or (0, 0)
+    wait_until("the tool gone", lambda: not alive(tool))
+
+
+def test_a_running_agent_is_ours_then_gone_once_killed(tmp_path: Path, reap: list[int]) -> None:
+    """While the agent runs, its group (led by its keeper) is `ours`; `kill` ends it and
+    proves it gone."""
+    pid_file = tmp_path / "pids"
+    w = worker(tmp_path, pid_file)
+    reap.append(w.pid)
+    assert w.stdout is not None
+    group = int(w.stdout.readline())
+    reap.append(group)
+    wait_until("the agent's pids", lambda: pids(pid_file))
+    agent = AgentProcess(
+        turn_id="s:turn:1",
+        host=agents.host_id(),
+        until_ms=0,
+        pgid=group,
+        leader_start=agents.start_ticks(group),
+    )
+    assert agents.look(agent).verdict == "ours"
+    after = agents.kill(agent, wait_s=WAIT_S)
+    assert after.verdict == "gone", after.why
+    w.wait(timeout=WAIT_S)
+
+
+def test_a_group_left_without_its_keeper_is_ours_by_the_turns_mark(
+    tmp_path: Path, reap: list[int]
+) -> None:
+    """A group whose keeper is gone but whose processes carry the turn's id in their
+    environment is `ours` (and killed); without the mark it cannot be told apart
+    (`unproven`), and it is not killed."""
+    code = "import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(300)"
+    marked = subprocess.Popen(
+        [PY, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SEATWIRE_TURN": "s:turn:7"},
+    )
+    plain = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert marked.stdout is not None and plain.stdout is not None
+    g1, g2 = int(marked.stdout.readline()), int(plain.stdout.readline())
+    reap += [g1, g2]
+    # The recorded leader was another process (our keeper, long gone): a start time no
+    # process here has.
+    for_marked = AgentProcess(
+        turn_id="s:turn:7", host=agents.host_id(), until_ms=0, pgid=g1, leader_start=1
+    )
+    for_plain = AgentProcess(
+        turn_id="s:turn:7", host=agents.host_id(), until_ms=0, pgid=g2, leader_start=1
+    )
+    # The group's own leader is alive with another start time: its number was reused.
+    assert agents.look(for_marked).verdict == "gone"
+    no_start = for_marked.model_copy(update={"leader_start": None})
+    assert agents.look(no_start).verdict == "ours"
+    assert agents.kill(no_start, wait_s=WAIT_S).verdict == "gone"
+    marked.wait(timeout=WAIT_S)
+    unproven = for_plain.model_copy(update={"leader_start": None})
+    assert agents.look(unproven).verdict == "unproven"
+    assert agents.kill(unproven).verdict == "unproven" and alive(g2)
+    plain.kill()
+    plain.wait()
+
+
+def test_a_group_nobody_is_in_is_gone() -> None:
+    """A group id no process has is `gone`; one never written down is `unproven`."""
+    agent = AgentProcess(turn_id="t", host=agents.host_id(), until_ms=0, pgid=2**22 - 7)
+    assert agents.look(agent).verdict == "gone"
+    assert agents.look(agent.model_copy(update={"pgid": None})).verdict == "unproven"
