@@ -176,6 +176,35 @@ def test_the_largest_cost_taken_in_becomes_a_cost_frame(
     assert container.seat_runs.get("scout").run.turns[-1].outcome.cost_micros == 10**15 - 1
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the turns stage builds its cost frame with pipeline.turn_cost.cost_frame_of "
+    "(workers/stages/turns.py `_cost`) once that change lands; drop this mark then",
+)
+def test_a_shadow_turns_cost_is_the_seats_shadow_spend(
+    client: TestClient,
+    container: Container,
+    published: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A runtime's outcome costing 300000 micros under `shadow`, settled by the turns stage,
+    reads back from GET cost as 300000 of shadow spend and no charge."""
+    turn = running_turn(container, monkeypatch)
+    url = f"/v1/seats/scout/turns/{turn}/outcome"
+    shadow = {"kind": "ok", "costMicros": 300_000, "enforcement": "shadow"}
+    assert client.post(url, headers=AUTH, json=shadow).status_code == 202
+    (message,) = published
+    from workers.stages.turns import Turns
+
+    assert container.app is not None
+    Turns.of(container, container.app).run(TurnMessage.model_validate(message))
+    page = client.get("/v1/seats/scout/cost", headers=AUTH).json()
+    assert (page["spendMicros"], page["shadowMicros"], page["count"]) == (0, 300_000, 1)
+    (frame,) = page["frames"]
+    assert (frame["costMicros"], frame["shadowCostMicros"]) == (None, 300_000)
+    assert (frame["enforcement"], frame["turnId"]) == ("shadow", turn)
+
+
 def brief() -> Brief:
     page = UpdatesPage(items=(), position=0, acknowledged=0, has_more=False)
     return Brief(seat_id="scout", turn_id="scout:turn:1", reason="first", inbox=page)
