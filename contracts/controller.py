@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from contracts._base import StrictWire, Wire
-from contracts.money import Enforcement
+from contracts.money import CostMicros, Enforcement
 
 ControllerAction = Literal["run", "wait", "stop"]
 
@@ -106,7 +106,13 @@ class TurnOutcome(StrictWire):
     `kind` is the controller's; a `failed` launch carries the launch-failure classification
     (seed 003: `failureKind`, `proven`, `signature`). Usage and cost are numbers only; the
     agent's own words are never kept here beyond `detail` (bounded), and permission denials
-    are counted, never quoted."""
+    are counted, never quoted.
+
+    `costMicros` is the turn's one cost, bounded exactly as a cost frame's amount is
+    (contracts.money: an integer or decimal string, never negative, below 10**15), so every
+    outcome taken in can become its cost frame; `enforcement` says whether it was charged. A
+    turn has one cost, so there is no `shadowCostMicros` here: a cost under `shadow` or `off`
+    is the frame's shadow cost (pipeline.turn_cost)."""
 
     kind: OutcomeKind
     continuation: bool = False
@@ -119,7 +125,7 @@ class TurnOutcome(StrictWire):
     session_id: str | None = Field(default=None, max_length=200)
     model: str | None = Field(default=None, max_length=200)
     usage: dict[str, float] = Field(default_factory=dict, max_length=32)
-    cost_micros: int | None = Field(default=None, ge=0)
+    cost_micros: CostMicros = None
     enforcement: Enforcement | None = None
     denials: int = Field(default=0, ge=0)
     duration_ms: int | None = Field(default=None, ge=0)

@@ -8,10 +8,12 @@ then acts on the plan and writes its audit. Per objective, in input order:
 - Else `gap_for`, then `decide_for_gap` with the open items as coverage (a drift item, which
   asks for the sensor back, is no work on the number and not counted): `escalate` is an
   engagement asking the owner; `drift` one "restore the measurement" backlog item for the
-  owner, unless that very item is already open. Each candidate goes through `admit` in
-  order, carrying `admittedItems` / `admittedThisRun` forward (caps are per objective per
-  run); the admitted are classified: SELF -> backlog, COLLABORATE -> backlog + claim,
-  HANDOFF -> engagement naming the target, NEEDS_REVIEW -> backlog + review requirement.
+  owner, unless one is already open for the objective, whether it was opened for no
+  measurement or for a stale one (one restore item per objective while it is open). Each
+  candidate goes through `admit` in order, carrying `admittedItems` / `admittedThisRun`
+  forward (caps are per objective per run); the admitted are classified: SELF -> backlog,
+  COLLABORATE -> backlog + claim, HANDOFF -> engagement naming the target, NEEDS_REVIEW ->
+  backlog + review requirement.
 
 Overrides: an operator's active `Override` (usedBy None) of (objective key, candidate key) is
 taken by the FIRST candidate of the run with that key, which is admitted with its gates
@@ -347,9 +349,10 @@ def _candidate_dispatch(
 
 
 def _gap_step(
-    scope: _Scope, decision: GapDecision, open_now: tuple[BacklogItem, ...]
+    scope: _Scope, decision: GapDecision, open_all: tuple[BacklogItem, ...]
 ) -> tuple[AuditEntry, tuple[Dispatch, ...]]:
-    """The gap decision's audit line, and its own dispatch: an escalation or a drift item."""
+    """The gap decision's audit line, and its own dispatch: an escalation, or a drift item
+    unless one is open for the objective (`open_all`: its open items, drift ones included)."""
     obj, action = scope.obj, decision.action
     entry = AuditEntry(
         objective_key=obj.key, kind="gap_decision", reason=decision.reason, action=action
@@ -359,8 +362,14 @@ def _gap_step(
     did = gap_dispatch_id(obj.key, action, scope.ref)
     if action == "escalate" and obj.owner_id is None:
         return entry.model_copy(update={"note": "no ownerId: nobody to ask, not dispatched"}), ()
-    if action == "drift" and any(i.id == did for i in open_now):
-        return entry.model_copy(update={"note": f"restore item {did} is already open"}), ()
+    if action == "drift":
+        # One restore item per objective while it is open, whatever made this run drift: the
+        # id is per sample (a drift after the sensor came back is a new item), so the item a
+        # missing measurement opened has another id than a later stale sample's would.
+        restoring = next((i for i in open_all if i.route == "drift" or i.id == did), None)
+        if restoring is not None:
+            note = f"restore item {restoring.id} is already open"
+            return entry.model_copy(update={"note": note}), ()
     if did in scope.dispatched:
         note = f"already dispatched under {did} on this sample"
         return entry.model_copy(update={"note": note, "dispatch_id": did}), ()

@@ -409,6 +409,41 @@ def test_an_open_drift_item_is_not_dispatched_again() -> None:
     assert outcome.audit[0].note == f"restore item {drift_id} is already open"
 
 
+def test_one_open_drift_item_per_objective_whatever_the_drifts_reason() -> None:
+    """A restore item opened for "no measurement" stops a later "sensor is stale" drift (and
+    one opened for a stale sample a drift on another stale sample) from opening a second."""
+    missing = only(plan([objective()], {"pipeline": []}))
+    assert missing.decision is not None and missing.decision.reason.startswith("no measurement")
+    (restore,) = missing.dispatches
+    open_items = [
+        {"id": restore.id, "title": restore.title, "objectiveKey": "pipeline", "route": "drift"}
+    ]
+    stale = only(plan([objective()], {"pipeline": [STALE]}, open_items))
+    assert stale.decision is not None and stale.decision.reason.startswith("sensor is stale")
+    assert stale.dispatches == ()
+    assert stale.audit[0].note == f"restore item {restore.id} is already open"
+    older = sample(2, NOW - 4 * WEEK)
+    on_stale = only(plan([objective()], {"pipeline": [older]})).dispatches[0]
+    open_stale = [{**open_items[0], "id": on_stale.id}]
+    assert only(plan([objective()], {"pipeline": [STALE]}, open_stale)).dispatches == ()
+
+
+def test_a_closed_drift_item_does_not_stop_a_new_one() -> None:
+    """Once the restore item is done, the next drift (on another sample) opens a new one."""
+    restore = only(plan([objective()], {"pipeline": []})).dispatches[0]
+    done = [
+        {
+            "id": restore.id,
+            "title": restore.title,
+            "objectiveKey": "pipeline",
+            "route": "drift",
+            "state": "done",
+        }
+    ]
+    (again,) = only(plan([objective()], {"pipeline": [STALE]}, done)).dispatches
+    assert again.route == "drift" and again.id != restore.id
+
+
 def test_candidate_ids_depend_on_objective_candidate_and_sample_only() -> None:
     """A rerun later, or with reordered candidates, gives each candidate the same id."""
     ab = [candidate(TITLES[0]), candidate(TITLES[1])]

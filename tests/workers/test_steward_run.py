@@ -1,7 +1,8 @@
 """One steward run on a real Redis and the sample org: its backlog dispatch lands once, its
 audit is written once, a proposed objective is audited as not run, a held lease skips its
-objective, and an escalation is one journalled work report with one engagement message that
-the engagement stage turns into an ask of the named owner."""
+objective, an escalation is one journalled work report with one engagement message that
+the engagement stage turns into an ask of the named owner, and an objective has one open
+"restore the measurement" item whatever made it drift, a run that died part-way included."""
 
 from __future__ import annotations
 
@@ -165,3 +166,53 @@ def test_the_engagement_stage_asks_the_named_owner(
     assert decision is not None and decision.decision.engage
     assert [t.member_id for t in decision.decision.targets] == ["gus"]
     assert decision.decision.targets[0].rung == "explicit"
+
+
+def open_drift(container: Container) -> list[str]:
+    return [e.id for e in container.backlog.open_items(SEAT) if e.route == "drift"]
+
+
+def test_an_objective_drifting_for_another_reason_keeps_its_one_restore_item(
+    container: Container, steward: StewardRun
+) -> None:
+    """A restore item opened for "no measurement" is the only one after the objective later
+    drifts for "sensor is stale", and the run's audit names the item already open."""
+    first = steward(KEY, now_ms=NOW)
+    (restore,) = first.plan.dispatches
+    assert restore.route == "drift" and open_drift(container) == [restore.id]
+    post(container, 40, NOW - 21 * DAY)  # three weekly periods old: a stale sensor
+    later = steward(KEY, now_ms=NOW + 60_000)
+    assert later.plan.dispatches == () and later.dispatched == {}
+    (gap_line,) = [e for e in later.plan.audit if e.kind == "gap_decision"]
+    assert gap_line.action == "drift" and gap_line.reason.startswith("sensor is stale")
+    assert gap_line.note == f"restore item {restore.id} is already open"
+    assert open_drift(container) == [restore.id]
+
+
+class Crash(BaseException):
+    """A run killed at a crash point: nothing after it in that run happens."""
+
+
+def test_a_run_that_died_before_its_drift_dispatch_leaves_one_restore_item(
+    container: Container, steward: StewardRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that planned the "no measurement" item and died before adding it: the rerun,
+    now on a stale sample, adds that planned item and no second one, and so does the next."""
+    from workers.stages import steward_run
+
+    def crash(stage: str, point: str, tracking: str) -> None:
+        if point == "after_audit":
+            raise Crash(tracking)
+
+    monkeypatch.setattr(steward_run, "crash_point", crash)
+    with pytest.raises(Crash):
+        steward(KEY, now_ms=NOW)
+    (planned,) = container.audit.pending(KEY)
+    assert planned.route == "drift" and open_drift(container) == []
+    monkeypatch.undo()
+    post(container, 40, NOW - 21 * DAY)
+    rerun = steward(KEY, now_ms=NOW + 60_000)
+    assert rerun.dispatched == {planned.id: "added"} and rerun.plan.dispatches == ()
+    assert open_drift(container) == [planned.id]
+    assert steward(KEY, now_ms=NOW + 120_000).plan.dispatches == ()
+    assert open_drift(container) == [planned.id] and container.audit.pending(KEY) == []
