@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -192,9 +193,7 @@ def test_a_turns_worker_killed_mid_turn_never_leaves_two_agents_of_a_seat(
     with turn_fleet(server, tmp_path) as f:
         began = time.time()
         firsts = wait_for("three first agents running", lambda: _firsts(tmp_path))
-        keepers = {
-            seat: wait_for(f"{seat}'s pgid", lambda seat=seat: _pgid(f, seat)) for seat in SEATS
-        }
+        keepers = {seat: wait_for(f"{seat}'s pgid", partial(_pgid, f, seat)) for seat in SEATS}
         deaths = Deaths([p for r in firsts.values() for p in (r["pid"], r["tool"])])
         killed_at = time.time()
         os.kill(parent_of(keepers["scout"]), signal.SIGKILL)  # scout's pool child alone
@@ -217,7 +216,7 @@ def test_a_turns_worker_killed_mid_turn_never_leaves_two_agents_of_a_seat(
         assert alive(firsts["tally"]["tool"]), "tally's tool should linger until the retry"
         f.restart("turns")
         done = {
-            seat: wait_for(f"{seat}: the lost turn and its retry", lambda seat=seat: _two(f, seat))
+            seat: wait_for(f"{seat}: the lost turn and its retry", partial(_two, f, seat))
             for seat in SEATS
         }
         deaths.stop()

@@ -13,8 +13,8 @@ import pytest
 
 from contracts.controller import AgentProcess, Escalation, SeatRun, SessionRecord, TurnOutcome
 from contracts.org import ControllerOptions, Seat
-from pipeline.launches import iso
 from pipeline.engagement import decide_engagement
+from pipeline.launches import iso
 from pipeline.turns import (
     ESCALATION_RETRY_MS,
     EscalationPlan,
@@ -272,7 +272,8 @@ def lost_with_agent(host: str = "h1") -> SeatRun:
     assert run is not None
     t = tick(run, at=T + 60_001)
     assert t.settled is not None and t.settled.record.outcome.signature == "turn:lost"
-    return t.run
+    lost: SeatRun = t.run
+    return lost
 
 
 def test_a_started_command_turn_names_its_host_and_group() -> None:

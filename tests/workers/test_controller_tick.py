@@ -450,12 +450,13 @@ def test_a_retry_waits_while_the_lost_turns_agent_elsewhere_may_still_run(
     """A lost turn's agent on another host cannot be looked at: the retry holds (queued, the
     reason on its record) until the agent's lease has passed, then starts and says why."""
     linger(noop, published, host="another-host/boot/1", pgid=4242)
-    noop.seat_runs.update(
-        "scout",
-        lambda r: r.model_copy(
-            update={"lingering": r.lingering.model_copy(update={"until_ms": NOW + 200_000})}
-        ),
-    )
+
+    def later(r: Any) -> Any:
+        assert r.lingering is not None
+        lingering = r.lingering.model_copy(update={"until_ms": NOW + 200_000})
+        return r.model_copy(update={"lingering": lingering})
+
+    noop.seat_runs.update("scout", later)
     tick(noop, NOW + 100_000)
     only_scout(published)
     assert run_published(noop, published, NOW + 100_001) == ["held"]

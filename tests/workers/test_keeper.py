@@ -4,6 +4,7 @@ with real processes. Every wait is on a condition, bounded generously for a load
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -20,6 +22,7 @@ from workers.outbound import agents
 from workers.outbound.command import run_command
 
 PY = sys.executable
+R = TypeVar("R")
 WAIT_S = 30.0  # the most any condition below is waited for
 
 # The agent: starts a tool (`sleep`) in its group, writes "AGENT_PID TOOL_PID" to argv[1],
@@ -36,7 +39,7 @@ AGENT = textwrap.dedent(
 )
 
 
-def wait_until(what: str, probe: Callable[[], object], within_s: float = WAIT_S) -> object:
+def wait_until(what: str, probe: Callable[[], R | None], within_s: float = WAIT_S) -> R:
     end = time.monotonic() + within_s
     while True:
         found = probe()
@@ -69,10 +72,8 @@ def reap() -> Iterator[list[int]]:
     groups: list[int] = []
     yield groups
     for g in groups:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(g, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def worker(tmp_path: Path, pid_file: Path, *, time_limit_s: float = 120.0) -> subprocess.Popen[str]:
@@ -111,7 +112,7 @@ def test_the_agent_and_its_tools_end_when_their_worker_dies(
     assert w.stdout is not None
     group = int(w.stdout.readline())
     reap.append(group)
-    agent, tool = wait_until("the agent's pids", lambda: pids(pid_file))  # type: ignore[misc]
+    agent, tool = wait_until("the agent's pids", lambda: pids(pid_file))
     assert os.getpgid(agent) == group and os.getpgid(tool) == group
     os.kill(w.pid, signum)
     w.wait()
@@ -127,7 +128,7 @@ def test_the_agent_ends_with_its_keeper(tmp_path: Path, reap: list[int]) -> None
     assert w.stdout is not None
     group = int(w.stdout.readline())
     reap.append(group)
-    agent, _tool = wait_until("the agent's pids", lambda: pids(pid_file))  # type: ignore[misc]
+    agent, _tool = wait_until("the agent's pids", lambda: pids(pid_file))
     os.kill(group, signal.SIGKILL)  # the keeper leads the group: its pid is the group id
     wait_until("the agent gone", lambda: not alive(agent))
     w.wait(timeout=WAIT_S)

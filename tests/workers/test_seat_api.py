@@ -176,11 +176,6 @@ def test_the_largest_cost_taken_in_becomes_a_cost_frame(
     assert container.seat_runs.get("scout").run.turns[-1].outcome.cost_micros == 10**15 - 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the turns stage builds its cost frame with pipeline.turn_cost.cost_frame_of "
-    "(workers/stages/turns.py `_cost`) once that change lands; drop this mark then",
-)
 def test_a_shadow_turns_cost_is_the_seats_shadow_spend(
     client: TestClient,
     container: Container,

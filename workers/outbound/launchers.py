@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from contracts import UpdatesPage
 from contracts.backlog import BacklogEntry
 from contracts.controller import LaunchStreak, SessionRecord, TurnOutcome
+from contracts.money import MICROS_BOUND
 from contracts.org import (
     CommandLauncher,
     HttpLauncher,
@@ -370,11 +371,16 @@ class Launchers:
                 notes.append(f"rotated to a fresh session {session.session_id}: {post.why}")
             elif post.why:
                 notes.append(post.why)
+        cost = None if out.cost_usd is None else round(out.cost_usd * 1_000_000)
+        if cost is not None and not 0 <= cost < MICROS_BOUND:
+            # A cost no frame can hold is the CLI's error, not the turn's: the turn keeps its
+            # outcome, the cost is left out and the detail says what was reported.
+            notes.append(f"the reported cost of {out.cost_usd} USD is out of bounds: not kept")
+            cost = None
         detail = str(failure["detail"]) if failed else "the command exited cleanly"
         if failed and out.errors:
             detail += f" ({out.errors[0][:200]})"
         detail = "; ".join([detail, *notes])[:2000]
-        cost = out.cost_usd
         outcome = TurnOutcome(
             kind="failed" if failed else "ok",
             detail=detail,
@@ -385,7 +391,7 @@ class Launchers:
             session_id=ran_with,
             model=out.model,
             usage={k: float(v) for k, v in out.usage.items()},
-            cost_micros=None if cost is None else round(cost * 1_000_000),
+            cost_micros=cost,
             enforcement=spec.cost_enforcement if cost is not None else None,
             denials=len(out.permission_denials),
             duration_ms=max(0, ran.ended_ms - ran.started_ms),

@@ -39,9 +39,9 @@ from celery import Celery
 
 from contracts import Seat
 from contracts.controller import SeatRun, TurnMessage, TurnOutcome
-from contracts.money import CostFrame
 from contracts.org import CommandLauncher
 from pipeline.controller import Rng
+from pipeline.turn_cost import cost_frame_of
 from pipeline.turns import (
     Clearance,
     EscalationPlan,
@@ -392,19 +392,14 @@ def raise_escalation(
 
 
 def _cost(c: Container, settled: Settled) -> None:
-    outcome = settled.record.outcome
-    if outcome.cost_micros is None:
+    record = settled.record
+    frame = cost_frame_of(record.outcome, at_ms=record.ended_at_ms, turn_id=record.turn_id)
+    if frame is None:
         return
-    frame = CostFrame(
-        cost_micros=outcome.cost_micros,
-        enforcement=outcome.enforcement,
-        at_ms=settled.record.ended_at_ms,
-        turn_id=settled.record.turn_id,
-    )
     try:
-        c.costs.record(settled.run.seat_id, frame, now_ms=settled.record.ended_at_ms)
+        c.costs.record(settled.run.seat_id, frame, now_ms=record.ended_at_ms)
     except (FrameConflict, FrameExpired) as exc:
-        log.warning("turn %s: its cost frame was not recorded: %s", settled.record.turn_id, exc)
+        log.warning("turn %s: its cost frame was not recorded: %s", record.turn_id, exc)
 
 
 TASK = Task.TURN  # this module's row of the stage table
