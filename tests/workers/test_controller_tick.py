@@ -280,6 +280,8 @@ def test_the_named_fault_rotates_the_session_at_once(
     assert run.session.session_id != first.session_id and run.session.last_launch_at is None
     assert "does not exist on this machine" in (run.session.rotated_reason or "")
     assert len(run.session.rotations) == 4
+    # The failed turn's record names the session it resumed (the dead one), not the fresh one.
+    assert outcome.session_id == first.session_id
 
 
 def test_three_identical_failures_escalate_once_and_a_success_clears_it(

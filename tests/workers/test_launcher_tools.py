@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from contracts import UpdatesPage
 from contracts.org import CommandLauncher, HttpLauncher
-from workers.outbound.launchers import Brief, Launchers
+from workers.outbound.launchers import Brief, Launchers, launcher_limit_s
 
 
 def brief(seat: str = "scout") -> Brief:
@@ -71,3 +72,31 @@ def test_the_command_launcher_writes_an_mcp_config(tmp_path: Path) -> None:
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     server = json.loads(written.read_text())["mcpServers"]["seatwire"]
     assert server["command"] == sys.executable and server["args"][:2] == ["-m", "workers.cli"]
+
+
+@pytest.mark.parametrize(("turn", "inner"), [(30, 20.0), (60, 48.0), (150, 120.0), (1200, 1170.0)])
+def test_a_launchers_limit_always_leaves_it_time(turn: int, inner: float) -> None:
+    """The launcher's own limit is the turn's less a fifth of it (at least 10 s, at most
+    30 s): positive at the least turn limit the settings take (30 s gives 20 s)."""
+    assert launcher_limit_s(turn) == inner
+
+
+def test_the_least_turn_limit_runs_command_and_http_turns(tmp_path: Path) -> None:
+    """At SEATWIRE_TURN_TIME_LIMIT_S=30 a command turn runs (its limit 20 s, not 0) and an
+    http launcher's request gets 20 s, not 0."""
+    spec = CommandLauncher.model_validate(
+        {"kind": "command", "argv": [sys.executable, "-c", "pass"], "sessionArgs": {}}
+    )
+    environ = {"HOME": str(tmp_path), "PATH": os.defpath}
+    out = Launchers(time_limit_s=30, environ=environ).launch(spec, brief())
+    assert out.outcome is not None and out.outcome.kind == "ok", out.outcome
+    timeouts: list[object] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        timeouts.append(request.extensions["timeout"]["read"])
+        return httpx.Response(202)
+
+    http = Launchers(time_limit_s=30, transport=httpx.MockTransport(handler), environ={})
+    runtime = HttpLauncher.model_validate({"kind": "http", "url": "http://runtime/turn"})
+    assert http.launch(runtime, brief()).outcome is None
+    assert timeouts == [20.0]
