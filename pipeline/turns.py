@@ -694,8 +694,9 @@ def apply_control(run: SeatRun, what: Control, options: ControllerOptions) -> Se
 def status_of(seat: Seat, run: SeatRun) -> dict[str, Any]:
     """A seat's status as `GET /v1/seats/{seat}/status` and `seatwire seat status` show it:
     the last decision and its reason, the controller, the streak and its signature, the
-    session record, the next retry, the turn in flight, the last turns (newest first), the
-    open escalation."""
+    session record, the next retry, the turn in flight (with why it waits, if it does), the
+    agent of a lost turn not yet proven gone, the last turns (newest first), the open
+    escalation."""
     ctl = controller_of(run, seat.controller).status()
     wire = run.to_wire()
     return {
@@ -711,6 +712,7 @@ def status_of(seat: Seat, run: SeatRun) -> dict[str, Any]:
         "streak": wire["streak"],
         "session": wire["session"],
         "escalation": wire["escalation"],
+        "lingering": wire["lingering"],
         "turns": list(reversed(wire["turns"])),
     }
 

@@ -87,6 +87,18 @@ def seat_status(seat_id: SeatArg, as_json: JsonOpt = False) -> None:
                 f"           rotated from {session['rotatedFrom']}: "
                 f"{session.get('rotatedReason') or ''}"
             )
+    active = s["activeTurn"]
+    if active:
+        console.print(f"in flight  {active['turnId']} {active['state']} ({active['reason']})")
+        if active.get("held"):
+            held = active["held"]
+            console.print(f"           waits: {held['why']} (until {_when(held['untilMs'])})")
+    if s.get("lingering"):
+        agent = s["lingering"]
+        console.print(
+            f"lingering  the agent of {agent['turnId']} (group {agent['pgid']} on "
+            f"{agent['host']}) is not proven gone yet"
+        )
     if s["escalation"]:
         e = s["escalation"]
         console.print(f"escalated  to {e['targetId'] or 'nobody (unroutable)'}: {e['hint']}")
