@@ -47,6 +47,15 @@ class ProxiedFleet(Fleet):
             for log in self.workdir.glob(f"{prefix}*.log")
         )
 
+    def lines(self, *parts: str, prefix: str = "worker-") -> int:
+        """How many log lines of the processes named `prefix`... hold every one of `parts`."""
+        return sum(
+            1
+            for log in self.workdir.glob(f"{prefix}*.log")
+            for line in log.read_text(errors="replace").splitlines()
+            if all(part in line for part in parts)
+        )
+
 
 @contextmanager
 def proxied_fleet(
