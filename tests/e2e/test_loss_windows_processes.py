@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -190,16 +191,15 @@ def test_11_connection_resets_while_acks_late_tasks_run_lose_and_duplicate_nothi
             load = Load(f.base, tokens=f.seat_tokens(), tag="blip", rate=10)
             sender = threading.Thread(target=load.run, args=(20,), daemon=True)
             sender.start()
-            watch = server.client()
-            for _ in range(8):
-                time.sleep(1.5)  # spread the resets over the load
-                deadline = time.monotonic() + 15
-                while (unacked := watch.hlen("unacked")) == 0:
-                    assert time.monotonic() < deadline, "no worker took a message in 15 s"
-                    time.sleep(0.002)
-                connections.append(proxy.reset_all())
-                caught.append(unacked)
-            watch.close()
+            with closing(server.client()) as watch:
+                for _ in range(8):
+                    time.sleep(1.5)  # spread the resets over the load
+                    deadline = time.monotonic() + 15
+                    while (unacked := watch.hlen("unacked")) == 0:
+                        assert time.monotonic() < deadline, "no worker took a message in 15 s"
+                        time.sleep(0.002)
+                    connections.append(proxy.reset_all())
+                    caught.append(unacked)
             sender.join()
             load.stop()
             states = settle(server, load, timeout=60)
