@@ -24,6 +24,7 @@ operations in-process, on the same Redis.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -39,6 +40,7 @@ import httpx2
 import pytest
 import redis
 import uvicorn
+from anyio.streams.buffered import BufferedByteReceiveStream
 from celery import Celery
 from mcp import Client
 from mcp.client._transport import TransportStreams
@@ -493,3 +495,201 @@ def test_every_tool_over_stdio(world: World, tmp_path: Path) -> None:
     )
     check = conform(world, Client(params))
     replay_after_restart(world, check, Client(params))
+
+
+# ---------------------------------------------------------------- get_updates pages as received
+
+CAP = 65_536  # what get_updates promises a page is at most, as the client receives it
+ITEMS = 25
+# ASCII (every encoding the same size) and equal: a page holds 8 over MCP (each item's JSON
+# twice), 17 over HTTP, and is then within one item of the cap.
+BODY = 3_000
+
+Received = tuple[int, dict[str, Any]]  # a page's bytes as received, and the page
+CLIENT = {"name": "seatwire-tests", "version": "1"}  # the clientInfo the stdio test sends
+
+
+def bear(world: World) -> dict[str, str]:
+    return bearer(world.tokens["scout"])
+
+
+def fill_inbox(world: World) -> None:
+    """ITEMS project announcements of BODY characters each in scout's inbox, positions 1..25."""
+    for n in range(ITEMS):
+        text = f"announcement {n:02d} " + "x" * (BODY - 16)
+        world.container.project.notify(
+            "announcement", ["scout"], by="ava", now_ms=now_ms() + n, body=text
+        )
+
+
+async def page_through(get: Callable[[int | None], Awaitable[Received]]) -> list[Received]:
+    """get_updates, then get_updates acknowledging the page's `position`, until a page is
+    empty: every page, as received."""
+    pages = [await get(None)]
+    while pages[-1][1]["items"]:
+        pages.append(await get(pages[-1][1]["position"]))
+    return pages
+
+
+def check_pages(pages: list[Received]) -> None:
+    """Every page is at most CAP bytes as received; every item comes exactly once, in order,
+    each page starting after the position the previous one gave (acknowledged); `hasMore`
+    until the last; and every page but the last is full: one more item would be over CAP."""
+    print(f"get_updates page bytes as received: {[size for size, _ in pages]}")
+    assert all(size <= CAP for size, _ in pages), [size for size, _ in pages]
+    assert len(pages) >= 3 and pages[-1][1]["items"] == [] and not pages[-1][1]["hasMore"]
+    seen: list[int] = []
+    after = 0
+    for _size, page in pages[:-1]:
+        positions = [item["position"] for item in page["items"]]
+        assert positions == list(range(after + 1, after + 1 + len(positions)))
+        assert page["position"] == positions[-1] and page["acknowledged"] == after
+        seen += positions
+        after = page["position"]
+    assert seen == list(range(1, ITEMS + 1))
+    assert [p["hasMore"] for _, p in pages[:-1]] == [True] * (len(pages) - 2) + [False]
+    *full, (last_size, last) = pages[:-1]
+    for size, page in full:
+        added = len(page["items"]) - len(last["items"])
+        assert added > 0, "the last page is the short one"
+        per_item = (size - last_size) / added  # what one more item adds to the page
+        assert size + per_item > CAP, (size, per_item)
+
+
+async def mcp_pages(client: Client) -> list[Received]:
+    async def get(ack: int | None) -> Received:
+        result = await client.call_tool("get_updates", {} if ack is None else {"ack": ack})
+        assert not result.is_error
+        return 0, body(result)
+
+    return await page_through(get)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_get_updates_pages_fit_64_kib_as_received_over_streamable_http(
+    world: World, mode: str
+) -> None:
+    """The SDK's client at `/mcp` (both negotiations): each get_updates page's HTTP body,
+    the whole JSON-RPC response, is at most 64 KiB and as full as that allows; no item is
+    lost or repeated across the pages."""
+    fill_inbox(world)
+    sizes: list[int] = []
+
+    async def record(response: httpx2.Response) -> None:
+        await response.aread()
+        sent = json.loads(response.request.content or b"{}")
+        if isinstance(sent, dict) and sent.get("method") == "tools/call":
+            sizes.append(len(response.content))
+
+    pages: list[Received] = []
+
+    async def scenario(client: Client) -> None:
+        pages.extend(await mcp_pages(client))
+
+    async def main(url: str) -> None:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(
+                    headers=bear(world), timeout=10, event_hooks={"response": [record]}
+                ) as http,
+                Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+            ):
+                await scenario(client)
+
+    with serving(world) as base:
+        anyio.run(main, f"{base}/mcp")
+    assert len(sizes) == len(pages)
+    check_pages([(size, page) for size, (_, page) in zip(sizes, pages, strict=True)])
+
+
+def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_path: Path) -> None:
+    """`seatwire mcp --seat scout` on its pipes, spoken to line by line: each get_updates
+    answer, the whole JSON-RPC line on stdout, is at most 64 KiB and as full as that allows;
+    no item is lost or repeated across the pages."""
+    fill_inbox(world)
+    env = {
+        **os.environ,
+        "SEATWIRE_REDIS_URL": str(world.settings.redis_url),
+        "SEATWIRE_API_TOKEN": TOKEN,
+        "SEATWIRE_ORG_FILE": str(world.settings.org_file),
+        "SEATWIRE_OUTBOX_PATH": str(tmp_path / "o.jsonl"),
+    }
+
+    async def main() -> list[Received]:
+        with anyio.fail_after(60):
+            process = await anyio.open_process(
+                [str(SEATWIRE), "mcp", "--seat", "scout"], env=env, cwd=tmp_path, stderr=None
+            )
+            try:
+                assert process.stdin is not None and process.stdout is not None
+                stdin, stdout = process.stdin, BufferedByteReceiveStream(process.stdout)
+                ids = iter(range(1, 1000))
+
+                async def send(message: dict[str, Any]) -> None:
+                    await stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+                async def ask(method: str, params: dict[str, Any]) -> tuple[int, Any]:
+                    asked = next(ids)
+                    await send({"id": asked, "method": method, "params": params})
+                    line = await stdout.receive_until(b"\n", 4 * CAP)
+                    answer = json.loads(line)
+                    assert answer["id"] == asked and "result" in answer, answer
+                    return len(line) + 1, answer["result"]  # the line and its newline
+
+                version = "2025-11-25"
+                hello = {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT}
+                assert (await ask("initialize", hello))[1]["protocolVersion"] == version
+                await send({"method": "notifications/initialized"})
+
+                async def get(ack: int | None) -> Received:
+                    arguments = {} if ack is None else {"ack": ack}
+                    size, result = await ask(
+                        "tools/call", {"name": "get_updates", "arguments": arguments}
+                    )
+                    assert not result.get("isError")
+                    [text] = result["content"]
+                    assert json.loads(text["text"]) == result["structuredContent"]
+                    return size, result["structuredContent"]
+
+                pages = await page_through(get)
+                await stdin.aclose()
+                await process.wait()
+                return pages
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+
+    check_pages(anyio.run(main))
+
+
+@pytest.mark.parametrize("route", ["tool", "updates"])
+def test_get_updates_pages_fit_64_kib_as_received_over_http_routes(
+    world: World, route: str
+) -> None:
+    """`POST /v1/seats/scout/tools/get_updates` and `GET .../updates` with `POST
+    .../updates/ack`: each page's body is at most 64 KiB and as full as that allows; no item
+    is lost or repeated across the pages."""
+    fill_inbox(world)
+    headers = bear(world)
+
+    async def main(base: str) -> list[Received]:
+        seat = f"{base}/v1/seats/scout"
+        async with httpx2.AsyncClient(headers=headers, timeout=10) as http:
+
+            async def get(ack: int | None) -> Received:
+                if route == "tool":
+                    arguments = {} if ack is None else {"ack": ack}
+                    resp = await http.post(f"{seat}/tools/get_updates", json=arguments)
+                elif ack is None:
+                    resp = await http.get(f"{seat}/updates")
+                else:
+                    resp = await http.post(f"{seat}/updates/ack", json={"position": ack})
+                assert resp.status_code == 200, resp.text
+                return len(resp.content), resp.json()
+
+            return await page_through(get)
+
+    with serving(world) as base:
+        pages = anyio.run(main, base)
+    check_pages(pages)

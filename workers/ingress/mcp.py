@@ -22,6 +22,11 @@ the `internal_error` tool error, nothing more said. A name that is not a listed 
 tool's failure but a bad request: the JSON-RPC error -32602 `Unknown tool: NAME`, as the MCP
 specification answers it.
 
+A paged tool's byte cap is counted on what the client receives (`received_bytes`): the
+result carries the JSON twice (text and `structuredContent`), the text escaped inside the
+JSON-RPC message, and one of the SDK's paths escapes every non-ASCII character, so a page is
+fitted to the larger of the SDK's two encodings of the whole message.
+
 Where the SDK answers otherwise than the specification allows, `McpEndpoint` answers before
 the SDK sees the request, and only there:
 
@@ -38,6 +43,7 @@ the SDK sees the request, and only there:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -116,6 +122,29 @@ def _result(body: dict[str, Any], *, error: bool) -> types.CallToolResult:
     )
 
 
+# What the SDK wraps around a tool result besides the request id: `{"jsonrpc":"2.0","id":,
+# "result":}` (31 bytes), `resultType`, and the 2026-07-28 path's serverInfo stamp in the
+# result's `_meta` (about 90 bytes with this server's name and version). Rounded up well past
+# their sum, so that a page measured here is never larger as received.
+ENVELOPE_BYTES = 256
+
+
+def received_bytes(body: dict[str, Any], request_id: types.RequestId | None) -> int:
+    """The bytes of the JSON-RPC message that answers the call `request_id` with `body` as
+    its (successful) result, as the client receives it: the larger of the SDK's encodings
+    (UTF-8 kept, on stdio and the handshake-era HTTP path; every non-ASCII character escaped,
+    on the 2026-07-28 path)."""
+    result = _result(body, error=False)
+    kept = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+    escaped = len(
+        json.dumps(
+            result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            separators=(",", ":"),
+        )
+    )
+    return max(kept, escaped) + len(json.dumps(request_id)) + ENVELOPE_BYTES
+
+
 def build_server(
     container: Container, app: Celery, seat_of: SeatOf, *, clock_ms: Callable[[], int]
 ) -> Server[Any]:
@@ -136,7 +165,8 @@ def build_server(
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         try:
             seat = seat_of(ctx)
-            tool_ctx = ToolContext(container, app, seat, clock_ms())
+            measure = functools.partial(received_bytes, request_id=ctx.request_id)
+            tool_ctx = ToolContext(container, app, seat, clock_ms(), measure)
             result = await anyio.to_thread.run_sync(call, tool_ctx, params.name, params.arguments)
         except ToolError as exc:
             return _result(exc.to_wire(), error=True)
