@@ -693,3 +693,73 @@ def test_get_updates_pages_fit_64_kib_as_received_over_http_routes(
     with serving(world) as base:
         pages = anyio.run(main, base)
     check_pages(pages)
+
+
+# ---------------------------------------------------------------- read_thread pages as received
+
+THREAD = 31  # messages of 2,000 ASCII characters: 14 a page over MCP
+
+
+def fill_thread(world: World) -> list[str]:
+    """One thread of THREAD messages from sage to scout, sent 5 s apart on the tool's own
+    clock (sage's send rate allows no faster): their ids, oldest first."""
+    sage = world.container.org.current()[0].seat("sage")
+    assert sage is not None
+    start, ids = now_ms(), list[str]()
+    for n in range(THREAD):
+        ctx = ToolContext(world.container, world.app, sage, start + 5_000 * n)
+        args: dict[str, Any] = {
+            "to": ["scout"],
+            "body": f"message {n:02d} " + "x" * 1_989,
+            "client_message_id": f"t{n}",
+        }
+        if ids:
+            args["thread_id"] = ids[0]
+        ids.append(call(ctx, "send_message", args)["messageId"])
+    return ids
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_read_thread_pages_fit_64_kib_as_received_over_streamable_http(
+    world: World, mode: str
+) -> None:
+    """The SDK's client at `/mcp` reads a thread page by page with `next`: each HTTP body is
+    at most 64 KiB and as full as that allows (one more message would be over), and every
+    message comes once, in order."""
+    ids = fill_thread(world)
+    sizes: list[int] = []
+
+    async def record(response: httpx2.Response) -> None:
+        await response.aread()
+        sent = json.loads(response.request.content or b"{}")
+        if isinstance(sent, dict) and sent.get("method") == "tools/call":
+            sizes.append(len(response.content))
+
+    pages: list[dict[str, Any]] = []
+
+    async def main(url: str) -> None:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(
+                    headers=bear(world), timeout=10, event_hooks={"response": [record]}
+                ) as http,
+                Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+            ):
+                args: dict[str, Any] = {"thread_id": ids[-1]}
+                while True:
+                    result = await client.call_tool("read_thread", args)
+                    assert not result.is_error
+                    pages.append(body(result))
+                    if pages[-1]["next"] is None:
+                        return
+                    args = {"thread_id": ids[-1], "cursor": pages[-1]["next"]}
+
+    with serving(world) as base:
+        anyio.run(main, f"{base}/mcp")
+    print(f"read_thread page bytes as received: {sizes}")
+    assert len(sizes) == len(pages) >= 3 and all(size <= CAP for size in sizes), sizes
+    assert [m["id"] for page in pages for m in page["messages"]] == ids
+    counts = [len(page["messages"]) for page in pages]
+    for size, count in zip(sizes[:-1], counts[:-1], strict=True):
+        per_message = (size - sizes[-1]) / (count - counts[-1])
+        assert count > counts[-1] and size + per_message > CAP, (size, per_message)
