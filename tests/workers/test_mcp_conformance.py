@@ -19,6 +19,10 @@ every one of the 15 tools can succeed for scout. One scenario, the same on every
 What another seat does (sage's message to scout, sage's vote) and what a person does (the
 owner ava ends voting early, as `POST /v1/decisions/{id}/end` does) go through the same
 operations in-process, on the same Redis.
+
+The 64 KB pages of `get_updates` and `read_thread` are measured as the client receives them:
+the HTTP body (both negotiations, and the plain HTTP routes) and the stdio line, each at most
+65,536 bytes and full (one more item would be over), every item once, in order.
 """
 
 from __future__ import annotations
@@ -513,10 +517,11 @@ def bear(world: World) -> dict[str, str]:
     return bearer(world.tokens["scout"])
 
 
-def fill_inbox(world: World) -> None:
-    """ITEMS project announcements of BODY characters each in scout's inbox, positions 1..25."""
-    for n in range(ITEMS):
-        text = f"announcement {n:02d} " + "x" * (BODY - 16)
+def fill_inbox(world: World, count: int = ITEMS, filler: str = "x" * (BODY - 16)) -> None:
+    """`count` project announcements in scout's inbox, positions 1..count, each its number
+    and `filler` (BODY ASCII characters in all unless told otherwise)."""
+    for n in range(count):
+        text = f"announcement {n:02d} " + filler
         world.container.project.notify(
             "announcement", ["scout"], by="ava", now_ms=now_ms() + n, body=text
         )
@@ -531,7 +536,7 @@ async def page_through(get: Callable[[int | None], Awaitable[Received]]) -> list
     return pages
 
 
-def check_pages(pages: list[Received]) -> None:
+def check_pages(pages: list[Received], count: int = ITEMS) -> None:
     """Every page is at most CAP bytes as received; every item comes exactly once, in order,
     each page starting after the position the previous one gave (acknowledged); `hasMore`
     until the last; and every page but the last is full: one more item would be over CAP."""
@@ -546,7 +551,7 @@ def check_pages(pages: list[Received]) -> None:
         assert page["position"] == positions[-1] and page["acknowledged"] == after
         seen += positions
         after = page["position"]
-    assert seen == list(range(1, ITEMS + 1))
+    assert seen == list(range(1, count + 1))
     assert [p["hasMore"] for _, p in pages[:-1]] == [True] * (len(pages) - 2) + [False]
     *full, (last_size, last) = pages[:-1]
     for size, page in full:
@@ -565,14 +570,9 @@ async def mcp_pages(client: Client) -> list[Received]:
     return await page_through(get)
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_get_updates_pages_fit_64_kib_as_received_over_streamable_http(
-    world: World, mode: str
-) -> None:
-    """The SDK's client at `/mcp` (both negotiations): each get_updates page's HTTP body,
-    the whole JSON-RPC response, is at most 64 KiB and as full as that allows; no item is
-    lost or repeated across the pages."""
-    fill_inbox(world)
+def http_pages(world: World, mode: str) -> list[Received]:
+    """scout's get_updates pages through the SDK's client at `/mcp` (negotiating as `mode`),
+    each with its HTTP body's bytes: the whole JSON-RPC response as received."""
     sizes: list[int] = []
 
     async def record(response: httpx2.Response) -> None:
@@ -583,9 +583,6 @@ def test_get_updates_pages_fit_64_kib_as_received_over_streamable_http(
 
     pages: list[Received] = []
 
-    async def scenario(client: Client) -> None:
-        pages.extend(await mcp_pages(client))
-
     async def main(url: str) -> None:
         with anyio.fail_after(60):
             async with (
@@ -594,12 +591,32 @@ def test_get_updates_pages_fit_64_kib_as_received_over_streamable_http(
                 ) as http,
                 Client(streamable_http_client(url, http_client=http), mode=mode) as client,
             ):
-                await scenario(client)
+                pages.extend(await mcp_pages(client))
 
     with serving(world) as base:
         anyio.run(main, f"{base}/mcp")
     assert len(sizes) == len(pages)
-    check_pages([(size, page) for size, (_, page) in zip(sizes, pages, strict=True)])
+    return [(size, page) for size, (_, page) in zip(sizes, pages, strict=True)]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_get_updates_pages_fit_64_kib_as_received_over_streamable_http(
+    world: World, mode: str
+) -> None:
+    """The SDK's client at `/mcp` (both negotiations): each get_updates page's HTTP body,
+    the whole JSON-RPC response, is at most 64 KiB and as full as that allows; no item is
+    lost or repeated across the pages."""
+    fill_inbox(world)
+    check_pages(http_pages(world, mode))
+
+
+def test_get_updates_pages_count_escaped_characters_on_the_2026_path(world: World) -> None:
+    """Non-ASCII text, which the SDK's 2026-07-28 path sends as six-byte escapes (three
+    times its UTF-8), still makes pages of at most 64 KiB as received, and full ones."""
+    fill_inbox(world, count=23, filler="é" * 1_000)  # 4 a page, the last 3
+    pages = http_pages(world, "auto")
+    assert pages[0][1]["items"][0]["candidate"]["msg"]["body"].endswith("é")
+    check_pages(pages, count=23)
 
 
 def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_path: Path) -> None:
