@@ -27,8 +27,8 @@ result carries the JSON twice (text and `structuredContent`), the text escaped i
 JSON-RPC message, and one of the SDK's paths escapes every non-ASCII character, so a page is
 fitted to the larger of the SDK's two encodings of the whole message.
 
-Where the SDK answers otherwise than the specification allows, `McpEndpoint` answers before
-the SDK sees the request, and only there:
+Two answers the SDK gets wrong for this server are given by `McpEndpoint` before the SDK sees
+the request (the narrowest place: the SDK's transport itself is used as it is):
 
 - any method but POST is 405 with `Allow: POST`. The session manager is stateless (no
   session to resume, nothing the server would ever push), yet the SDK's handshake-era
