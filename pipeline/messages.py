@@ -8,8 +8,8 @@ itself is skipped, never delivered to, and a send to nobody else is refused), a 
 underscores. The message's id is derived from (sender, client_message_id), so a retry is the
 same message; the request's fingerprint (recipients as a set, body, thread) tells a replay
 from a conflicting reuse of the id. A thread is named by any of its messages; its id is the id
-of its first message. A page of a thread is at most 50 messages or 64 KB of their JSON (at
-least one message), continued by an opaque cursor.
+of its first message. A page of a thread is at most 50 messages or 64 KB as its reader
+receives it (at least one message), continued by an opaque cursor.
 """
 
 from __future__ import annotations
@@ -303,14 +303,3 @@ def decode_cursor(cursor: str, thread_id: str) -> int:
             field="cursor",
         )
     return int(score)
-
-
-def page_size(sizes: Sequence[int]) -> int:
-    """How many of the next messages (of these JSON sizes, in bytes) one page holds: at most
-    50 and 64 KB, and at least one however large it is."""
-    total = 0
-    for n, size in enumerate(sizes[:PAGE_MESSAGES]):
-        if n and total + size > PAGE_BYTES:
-            return n
-        total += size
-    return min(len(sizes), PAGE_MESSAGES)

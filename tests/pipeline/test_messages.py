@@ -82,15 +82,6 @@ def test_a_cursor_round_trips_only_in_its_thread() -> None:
         assert info.value.field == "cursor"
 
 
-def test_a_page_is_50_messages_or_64_kb_and_at_least_one() -> None:
-    assert rules.page_size([]) == 0
-    assert rules.page_size([10] * 60) == 50
-    assert rules.page_size([10] * 7) == 7
-    assert rules.page_size([10_000] * 10) == 6  # 6 x 10 000 <= 65 536 < 7 x 10 000
-    assert rules.page_size([100_000, 10]) == 1
-    assert rules.page_size([65_536, 1]) == 1
-
-
 def test_a_rate_refusal_says_when() -> None:
     exc = rules.rate_refusal(10_000, 12_000, 0)
     assert exc.status == 429 and exc.extra["retryAfterMs"] == 2_000

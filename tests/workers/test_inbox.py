@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from contracts import Candidate, Directedness
+from pipeline.paging import json_bytes
 from tests.fakes import Placed, place
 from workers.stores import keys
 from workers.stores.inbox import PAGE_BYTES, AckBeyondLast, Inbox
@@ -106,3 +107,48 @@ def test_page_holds_at_most_64_kib_but_always_one_item(inbox: Seats) -> None:
     inbox.append("scout", candidate(10), VERDICT)
     page = inbox.updates("scout")
     assert [i.delivery_id for i in page.items] == ["d9"] and page.has_more
+
+
+def test_a_page_is_64_kib_as_sent_to_the_byte(inbox: Seats) -> None:
+    """Items that make the page exactly 64 KiB as sent (compact JSON, as the HTTP routes send
+    it: the page, not just its items) all come in it; one byte more and the last item waits
+    for the next page, which starts right at it."""
+
+    def fill(seat: str, last_body: str, first: int) -> None:
+        # a delivery is placed once, so each seat's have ids of their own (of one width)
+        for n in (first, first + 1, first + 2):
+            inbox.append(seat, candidate(n, body="x" * 20_000), VERDICT)
+        inbox.append(seat, candidate(first + 3, body=last_body), VERDICT)
+
+    fill("probe", "y", 11)
+    short = PAGE_BYTES - json_bytes(inbox.updates("probe").to_wire())
+    assert short > 0
+    exact = "y" * (1 + short)
+    fill("scout", exact, 21)
+    page = inbox.updates("scout")
+    assert json_bytes(page.to_wire()) == PAGE_BYTES
+    assert [i.position for i in page.items] == [1, 2, 3, 4] and not page.has_more
+
+    fill("tally", exact + "y", 31)
+    page = inbox.updates("tally")
+    assert json_bytes(page.to_wire()) <= PAGE_BYTES
+    assert [i.position for i in page.items] == [1, 2, 3] and page.has_more
+    rest = inbox.ack("tally", page.position)
+    assert [i.position for i in rest.items] == [4] and not rest.has_more
+
+
+def test_a_page_fits_the_measure_it_is_given(inbox: Seats) -> None:
+    """A transport that sends each page twice over (as MCP does: text and structured
+    content) gets pages half as full, each within 64 KiB of its own measure, none lost."""
+    for n in range(1, 7):
+        inbox.append("scout", candidate(n, body="x" * 20_000), VERDICT)
+
+    def twice(page: object) -> int:
+        return 2 * json_bytes(page)
+
+    first = inbox.updates("scout", twice)
+    assert [i.position for i in first.items] == [1] and first.has_more
+    assert twice(first.to_wire()) <= PAGE_BYTES
+    assert [i.position for i in inbox.updates("scout").items] == [1, 2, 3]
+    second = inbox.ack("scout", first.position, twice)
+    assert [i.position for i in second.items] == [2] and second.has_more

@@ -1,8 +1,10 @@
 """The tools as an MCP server (issue 13), driven by the official MCP SDK's own client on a real
 Redis: over streamable HTTP at `/mcp` on the ingress (uvicorn in a thread) and over stdio
 (`seatwire mcp --seat scout` as a child process). `tools/list` is exactly the seed's tools and
-schemas; a call works, a bad argument and a tool not served yet are `isError` results; the
-endpoint refuses a missing token (401), a missing seat (401) and an unknown one (404)."""
+schemas; a call works, a bad argument and a tool not served yet are `isError` results, a name
+that is no tool the JSON-RPC error -32602; the endpoint refuses a missing token (401), a
+missing seat (401) and an unknown one (404), any method but POST (405, `Allow: POST`), and an
+`MCP-Protocol-Version` it does not speak (400, naming it and the ones it does)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from contracts import Seat
 from contracts.tool_schemas import EXECUTION, INPUT_SCHEMAS, TOOL_NAMES
@@ -181,8 +186,12 @@ async def check_calls(client: Client) -> None:
     if unserved:
         later = await client.call_tool(unserved[0], {})
         assert later.is_error and body(later)["error"] == "not_implemented"
-    unknown = await client.call_tool("make_coffee", {})
-    assert unknown.is_error and body(unknown)["error"] == "unknown_tool"
+    with pytest.raises(MCPError) as unknown:
+        await client.call_tool("make_coffee", {})
+    assert (unknown.value.code, unknown.value.message) == (
+        INVALID_PARAMS,
+        "Unknown tool: make_coffee",
+    )
 
 
 def test_http_lists_the_seed_tools_and_calls_them(base_url: str) -> None:
@@ -252,6 +261,41 @@ def test_http_refuses_before_any_mcp_handling(base_url: str) -> None:
 
     with pytest.raises(Exception):  # noqa: B017 - the SDK's client cannot connect at all
         anyio.run(refused)
+
+
+def test_http_answers_only_post(base_url: str) -> None:
+    """GET (an event stream a stateless server never writes to) and DELETE (no session to end)
+    are answered at once with 405 and `Allow: POST`, with or without a token."""
+    stream = {"Accept": "text/event-stream"}
+    for headers in ({**as_seat(), **stream}, stream):
+        for method in ("GET", "DELETE"):
+            # a short read timeout: a GET the SDK answered would hold its stream open past it
+            resp = httpx.request(method, f"{base_url}/mcp", headers=headers, timeout=5)
+            assert resp.status_code == 405, (method, headers)
+            assert resp.headers["allow"] == "POST"
+            assert resp.json()["error"] == "method_not_allowed"
+
+
+def test_http_names_an_unsupported_protocol_version(base_url: str) -> None:
+    """An `MCP-Protocol-Version` the server does not speak: 400, JSON-RPC -32602 whose message
+    names that version and every supported one; a supported one is served as before."""
+    listing = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream", **as_seat()}
+    resp = httpx.post(
+        f"{base_url}/mcp", json=listing, headers={**accept, "MCP-Protocol-Version": "1999-01-01"}
+    )
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    supported = [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS]
+    assert error["code"] == INVALID_PARAMS and "'1999-01-01'" in error["message"]
+    assert all(v in error["message"] for v in supported) and "_meta" not in error["message"]
+    assert error["data"] == {"requested": "1999-01-01", "supported": supported}
+
+    served = httpx.post(
+        f"{base_url}/mcp", json=listing, headers={**accept, "MCP-Protocol-Version": "2025-11-25"}
+    )
+    assert served.status_code == 200
+    assert [t["name"] for t in served.json()["result"]["tools"]] == list(TOOL_NAMES)
 
 
 def stdio_env(redis_url: str, org_file: Path, tmp_path: Path) -> dict[str, str]:

@@ -19,11 +19,16 @@ every one of the 15 tools can succeed for scout. One scenario, the same on every
 What another seat does (sage's message to scout, sage's vote) and what a person does (the
 owner ava ends voting early, as `POST /v1/decisions/{id}/end` does) go through the same
 operations in-process, on the same Redis.
+
+The 64 KB pages of `get_updates` and `read_thread` are measured as the client receives them:
+the HTTP body (both negotiations, and the plain HTTP routes) and the stdio line, each at most
+65,536 bytes and full (one more item would be over), every item once, in order.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -39,6 +44,7 @@ import httpx2
 import pytest
 import redis
 import uvicorn
+from anyio.streams.buffered import BufferedByteReceiveStream
 from celery import Celery
 from mcp import Client
 from mcp.client._transport import TransportStreams
@@ -493,3 +499,284 @@ def test_every_tool_over_stdio(world: World, tmp_path: Path) -> None:
     )
     check = conform(world, Client(params))
     replay_after_restart(world, check, Client(params))
+
+
+# ---------------------------------------------------------------- get_updates pages as received
+
+CAP = 65_536  # what get_updates promises a page is at most, as the client receives it
+ITEMS = 25
+# ASCII (every encoding the same size) and equal: a page holds 8 over MCP (each item's JSON
+# twice), 17 over HTTP, and is then within one item of the cap.
+BODY = 3_000
+
+Received = tuple[int, dict[str, Any]]  # a page's bytes as received, and the page
+CLIENT = {"name": "seatwire-tests", "version": "1"}  # the clientInfo the stdio test sends
+
+
+def bear(world: World) -> dict[str, str]:
+    return bearer(world.tokens["scout"])
+
+
+def fill_inbox(world: World, count: int = ITEMS, filler: str = "x" * (BODY - 16)) -> None:
+    """`count` project announcements in scout's inbox, positions 1..count, each its number
+    and `filler` (BODY ASCII characters in all unless told otherwise)."""
+    for n in range(count):
+        text = f"announcement {n:02d} " + filler
+        world.container.project.notify(
+            "announcement", ["scout"], by="ava", now_ms=now_ms() + n, body=text
+        )
+
+
+async def page_through(get: Callable[[int | None], Awaitable[Received]]) -> list[Received]:
+    """get_updates, then get_updates acknowledging the page's `position`, until a page is
+    empty: every page, as received."""
+    pages = [await get(None)]
+    while pages[-1][1]["items"]:
+        pages.append(await get(pages[-1][1]["position"]))
+    return pages
+
+
+def check_pages(pages: list[Received], count: int = ITEMS) -> None:
+    """Every page is at most CAP bytes as received; every item comes exactly once, in order,
+    each page starting after the position the previous one gave (acknowledged); `hasMore`
+    until the last; and every page but the last is full: one more item would be over CAP."""
+    print(f"get_updates page bytes as received: {[size for size, _ in pages]}")
+    assert all(size <= CAP for size, _ in pages), [size for size, _ in pages]
+    assert len(pages) >= 3 and pages[-1][1]["items"] == [] and not pages[-1][1]["hasMore"]
+    seen: list[int] = []
+    after = 0
+    for _size, page in pages[:-1]:
+        positions = [item["position"] for item in page["items"]]
+        assert positions == list(range(after + 1, after + 1 + len(positions)))
+        assert page["position"] == positions[-1] and page["acknowledged"] == after
+        seen += positions
+        after = page["position"]
+    assert seen == list(range(1, count + 1))
+    assert [p["hasMore"] for _, p in pages[:-1]] == [True] * (len(pages) - 2) + [False]
+    *full, (last_size, last) = pages[:-1]
+    for size, page in full:
+        added = len(page["items"]) - len(last["items"])
+        assert added > 0, "the last page is the short one"
+        per_item = (size - last_size) / added  # what one more item adds to the page
+        assert size + per_item > CAP, (size, per_item)
+
+
+async def mcp_pages(client: Client) -> list[Received]:
+    async def get(ack: int | None) -> Received:
+        result = await client.call_tool("get_updates", {} if ack is None else {"ack": ack})
+        assert not result.is_error
+        return 0, body(result)
+
+    return await page_through(get)
+
+
+def http_pages(world: World, mode: str) -> list[Received]:
+    """scout's get_updates pages through the SDK's client at `/mcp` (negotiating as `mode`),
+    each with its HTTP body's bytes: the whole JSON-RPC response as received."""
+    sizes: list[int] = []
+
+    async def record(response: httpx2.Response) -> None:
+        await response.aread()
+        sent = json.loads(response.request.content or b"{}")
+        if isinstance(sent, dict) and sent.get("method") == "tools/call":
+            sizes.append(len(response.content))
+
+    pages: list[Received] = []
+
+    async def main(url: str) -> None:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(
+                    headers=bear(world), timeout=10, event_hooks={"response": [record]}
+                ) as http,
+                Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+            ):
+                pages.extend(await mcp_pages(client))
+
+    with serving(world) as base:
+        anyio.run(main, f"{base}/mcp")
+    assert len(sizes) == len(pages)
+    return [(size, page) for size, (_, page) in zip(sizes, pages, strict=True)]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_get_updates_pages_fit_64_kib_as_received_over_streamable_http(
+    world: World, mode: str
+) -> None:
+    """The SDK's client at `/mcp` (both negotiations): each get_updates page's HTTP body,
+    the whole JSON-RPC response, is at most 64 KiB and as full as that allows; no item is
+    lost or repeated across the pages."""
+    fill_inbox(world)
+    check_pages(http_pages(world, mode))
+
+
+def test_get_updates_pages_count_escaped_characters_on_the_2026_path(world: World) -> None:
+    """Non-ASCII text, which the SDK's 2026-07-28 path sends as six-byte escapes (three
+    times its UTF-8), still makes pages of at most 64 KiB as received, and full ones."""
+    fill_inbox(world, count=23, filler="é" * 1_000)  # 4 a page, the last 3
+    pages = http_pages(world, "auto")
+    assert pages[0][1]["items"][0]["candidate"]["msg"]["body"].endswith("é")
+    check_pages(pages, count=23)
+
+
+def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_path: Path) -> None:
+    """`seatwire mcp --seat scout` on its pipes, spoken to line by line: each get_updates
+    answer, the whole JSON-RPC line on stdout, is at most 64 KiB and as full as that allows;
+    no item is lost or repeated across the pages."""
+    fill_inbox(world)
+    env = {
+        **os.environ,
+        "SEATWIRE_REDIS_URL": str(world.settings.redis_url),
+        "SEATWIRE_API_TOKEN": TOKEN,
+        "SEATWIRE_ORG_FILE": str(world.settings.org_file),
+        "SEATWIRE_OUTBOX_PATH": str(tmp_path / "o.jsonl"),
+    }
+
+    async def main() -> list[Received]:
+        with anyio.fail_after(60):
+            process = await anyio.open_process(
+                [str(SEATWIRE), "mcp", "--seat", "scout"], env=env, cwd=tmp_path, stderr=None
+            )
+            try:
+                assert process.stdin is not None and process.stdout is not None
+                stdin, stdout = process.stdin, BufferedByteReceiveStream(process.stdout)
+                ids = iter(range(1, 1000))
+
+                async def send(message: dict[str, Any]) -> None:
+                    await stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+                async def ask(method: str, params: dict[str, Any]) -> tuple[int, Any]:
+                    asked = next(ids)
+                    await send({"id": asked, "method": method, "params": params})
+                    line = await stdout.receive_until(b"\n", 4 * CAP)
+                    answer = json.loads(line)
+                    assert answer["id"] == asked and "result" in answer, answer
+                    return len(line) + 1, answer["result"]  # the line and its newline
+
+                version = "2025-11-25"
+                hello = {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT}
+                assert (await ask("initialize", hello))[1]["protocolVersion"] == version
+                await send({"method": "notifications/initialized"})
+
+                async def get(ack: int | None) -> Received:
+                    arguments = {} if ack is None else {"ack": ack}
+                    size, result = await ask(
+                        "tools/call", {"name": "get_updates", "arguments": arguments}
+                    )
+                    assert not result.get("isError")
+                    [text] = result["content"]
+                    assert json.loads(text["text"]) == result["structuredContent"]
+                    return size, result["structuredContent"]
+
+                pages = await page_through(get)
+                await stdin.aclose()
+                await process.wait()
+                return pages
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+
+    check_pages(anyio.run(main))
+
+
+@pytest.mark.parametrize("route", ["tool", "updates"])
+def test_get_updates_pages_fit_64_kib_as_received_over_http_routes(
+    world: World, route: str
+) -> None:
+    """`POST /v1/seats/scout/tools/get_updates` and `GET .../updates` with `POST
+    .../updates/ack`: each page's body is at most 64 KiB and as full as that allows; no item
+    is lost or repeated across the pages."""
+    fill_inbox(world)
+    headers = bear(world)
+
+    async def main(base: str) -> list[Received]:
+        seat = f"{base}/v1/seats/scout"
+        async with httpx2.AsyncClient(headers=headers, timeout=10) as http:
+
+            async def get(ack: int | None) -> Received:
+                if route == "tool":
+                    arguments = {} if ack is None else {"ack": ack}
+                    resp = await http.post(f"{seat}/tools/get_updates", json=arguments)
+                elif ack is None:
+                    resp = await http.get(f"{seat}/updates")
+                else:
+                    resp = await http.post(f"{seat}/updates/ack", json={"position": ack})
+                assert resp.status_code == 200, resp.text
+                return len(resp.content), resp.json()
+
+            return await page_through(get)
+
+    with serving(world) as base:
+        pages = anyio.run(main, base)
+    check_pages(pages)
+
+
+# ---------------------------------------------------------------- read_thread pages as received
+
+THREAD = 31  # messages of 2,000 ASCII characters: 14 a page over MCP
+
+
+def fill_thread(world: World) -> list[str]:
+    """One thread of THREAD messages from sage to scout, sent 5 s apart on the tool's own
+    clock (sage's send rate allows no faster): their ids, oldest first."""
+    sage = world.container.org.current()[0].seat("sage")
+    assert sage is not None
+    start, ids = now_ms(), list[str]()
+    for n in range(THREAD):
+        ctx = ToolContext(world.container, world.app, sage, start + 5_000 * n)
+        args: dict[str, Any] = {
+            "to": ["scout"],
+            "body": f"message {n:02d} " + "x" * 1_989,
+            "client_message_id": f"t{n}",
+        }
+        if ids:
+            args["thread_id"] = ids[0]
+        ids.append(call(ctx, "send_message", args)["messageId"])
+    return ids
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_read_thread_pages_fit_64_kib_as_received_over_streamable_http(
+    world: World, mode: str
+) -> None:
+    """The SDK's client at `/mcp` reads a thread page by page with `next`: each HTTP body is
+    at most 64 KiB and as full as that allows (one more message would be over), and every
+    message comes once, in order."""
+    ids = fill_thread(world)
+    sizes: list[int] = []
+
+    async def record(response: httpx2.Response) -> None:
+        await response.aread()
+        sent = json.loads(response.request.content or b"{}")
+        if isinstance(sent, dict) and sent.get("method") == "tools/call":
+            sizes.append(len(response.content))
+
+    pages: list[dict[str, Any]] = []
+
+    async def main(url: str) -> None:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(
+                    headers=bear(world), timeout=10, event_hooks={"response": [record]}
+                ) as http,
+                Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+            ):
+                args: dict[str, Any] = {"thread_id": ids[-1]}
+                while True:
+                    result = await client.call_tool("read_thread", args)
+                    assert not result.is_error
+                    pages.append(body(result))
+                    if pages[-1]["next"] is None:
+                        return
+                    args = {"thread_id": ids[-1], "cursor": pages[-1]["next"]}
+
+    with serving(world) as base:
+        anyio.run(main, f"{base}/mcp")
+    print(f"read_thread page bytes as received: {sizes}")
+    assert len(sizes) == len(pages) >= 3 and all(size <= CAP for size in sizes), sizes
+    assert [m["id"] for page in pages for m in page["messages"]] == ids
+    counts = [len(page["messages"]) for page in pages]
+    for size, count in zip(sizes[:-1], counts[:-1], strict=True):
+        per_message = (size - sizes[-1]) / (count - counts[-1])
+        assert count > counts[-1] and size + per_message > CAP, (size, per_message)

@@ -166,6 +166,6 @@ def create_ingress(
     api.include_router(project.router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
-    api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: GET, POST, DELETE
+    api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: POST (405 to the rest)
     api.include_router(ops_router)
     return api

@@ -18,11 +18,32 @@ not serve yet is listed with a description that says so; calling it is the `not_
 tool error. `tools/call` runs the tool in a worker thread (its Redis I/O blocks) and answers
 its result as JSON text (and as `structuredContent`); a `ToolError` is a result with `isError`
 whose text is the error's JSON; anything else is logged with its traceback and answered as
-the `internal_error` tool error, nothing more said.
+the `internal_error` tool error, nothing more said. A name that is not a listed tool is no
+tool's failure but a bad request: the JSON-RPC error -32602 `Unknown tool: NAME`, as the MCP
+specification answers it.
+
+A paged tool's byte cap is counted on what the client receives (`received_bytes`): the
+result carries the JSON twice (text and `structuredContent`), the text escaped inside the
+JSON-RPC message, and one of the SDK's paths escapes every non-ASCII character, so a page is
+fitted to the larger of the SDK's two encodings of the whole message.
+
+Two answers the SDK gets wrong for this server are given by `McpEndpoint` before the SDK sees
+the request (the narrowest place: the SDK's transport itself is used as it is):
+
+- any method but POST is 405 with `Allow: POST`. The session manager is stateless (no
+  session to resume, nothing the server would ever push), yet the SDK's handshake-era
+  transport answers GET with an event stream it holds open, empty, for as long as the
+  client waits; the transport specification lets a server that offers no such stream say
+  405, and the SDK's clients take that as "no stream" and carry on;
+- an `MCP-Protocol-Version` header naming a version the SDK serves on neither of its paths
+  is 400 with the JSON-RPC error -32602 naming that version and the supported ones. The SDK
+  routes any unknown version to its 2026-07-28 path, whose first check refuses the missing
+  `params._meta` envelope, a message that never says the version was the problem.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -35,7 +56,11 @@ from celery import Celery
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from contracts import Seat
@@ -97,6 +122,29 @@ def _result(body: dict[str, Any], *, error: bool) -> types.CallToolResult:
     )
 
 
+# What the SDK wraps around a tool result besides the request id: `{"jsonrpc":"2.0","id":,
+# "result":}` (31 bytes), `resultType`, and the 2026-07-28 path's serverInfo stamp in the
+# result's `_meta` (about 90 bytes with this server's name and version). Rounded up well past
+# their sum, so that a page measured here is never larger as received.
+ENVELOPE_BYTES = 256
+
+
+def received_bytes(body: dict[str, Any], request_id: types.RequestId | None) -> int:
+    """The bytes of the JSON-RPC message that answers the call `request_id` with `body` as
+    its (successful) result, as the client receives it: the larger of the SDK's encodings
+    (UTF-8 kept, on stdio and the handshake-era HTTP path; every non-ASCII character escaped,
+    on the 2026-07-28 path)."""
+    result = _result(body, error=False)
+    kept = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+    escaped = len(
+        json.dumps(
+            result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            separators=(",", ":"),
+        )
+    )
+    return max(kept, escaped) + len(json.dumps(request_id)) + ENVELOPE_BYTES
+
+
 def build_server(
     container: Container, app: Celery, seat_of: SeatOf, *, clock_ms: Callable[[], int]
 ) -> Server[Any]:
@@ -111,9 +159,14 @@ def build_server(
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        if params.name not in TOOL_NAMES:
+            # Not a tool that failed but a request for none: a protocol error (the spec's own
+            # example), which a client tells apart from a tool's refusal.
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         try:
             seat = seat_of(ctx)
-            tool_ctx = ToolContext(container, app, seat, clock_ms())
+            measure = functools.partial(received_bytes, request_id=ctx.request_id)
+            tool_ctx = ToolContext(container, app, seat, clock_ms(), measure)
             result = await anyio.to_thread.run_sync(call, tool_ctx, params.name, params.arguments)
         except ToolError as exc:
             return _result(exc.to_wire(), error=True)
@@ -132,6 +185,39 @@ def build_server(
     )
 
 
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+
+
+def not_post(method: str) -> JSONResponse:
+    """405 for any method but POST: a stateless server has no stream to offer a GET (nothing
+    is ever pushed) and no session for a DELETE to end."""
+    refusal = problem(
+        405,
+        "method_not_allowed",
+        f"/mcp answers POST only, not {method}: the server is stateless, so it has no event "
+        "stream to open and no session to end; send each JSON-RPC message as a POST",
+    )
+    refusal.headers["Allow"] = "POST"
+    return refusal
+
+
+def unsupported_version(version: str) -> JSONResponse:
+    """400 with the JSON-RPC error -32602 (no request id: the body is not read) naming the
+    `MCP-Protocol-Version` sent and the versions this server speaks."""
+    shown = version if len(version) <= 64 else version[:64] + "..."
+    supported = ", ".join(SUPPORTED_VERSIONS)
+    error = types.ErrorData(
+        code=types.INVALID_PARAMS,
+        message=f"Unsupported MCP-Protocol-Version: {shown!r}; this server supports "
+        f"{supported} (send one of them, or no header to use the default)",
+        data={"requested": shown, "supported": list(SUPPORTED_VERSIONS)},
+    )
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": error.model_dump(mode="json", exclude_none=True)},
+        status_code=400,
+    )
+
+
 def http_seat(ctx: ServerRequestContext[Any, Any]) -> Seat:
     """The seat `McpEndpoint` authenticated for the HTTP request that carried this call."""
     request = ctx.request
@@ -142,8 +228,9 @@ def http_seat(ctx: ServerRequestContext[Any, Any]) -> Seat:
 
 
 class McpEndpoint:
-    """The ASGI app at `/mcp`: the seat's token and the seat header checked (401, 403) before
-    the SDK's streamable HTTP transport sees the request. `run()` is the app's lifespan part:
+    """The ASGI app at `/mcp`: POST only (405), the seat's token and the seat header (401,
+    403), and the protocol version header (400) checked before the SDK's streamable HTTP
+    transport sees the request. `run()` is the app's lifespan part:
     a session manager can run only once, so each run gets a new one (and a request served
     without the lifespan runs one of its own)."""
 
@@ -196,7 +283,13 @@ class McpEndpoint:
         try:
             if scope["type"] != "http":
                 raise Refusal(problem(404, "not_found", "MCP is served over HTTP here"))
-            scope[SCOPE_SEAT] = await self.authenticate(Headers(scope=scope))
+            if scope["method"] != "POST":
+                raise Refusal(not_post(scope["method"]))
+            headers = Headers(scope=scope)
+            scope[SCOPE_SEAT] = await self.authenticate(headers)
+            version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+            if version is not None and version not in SUPPORTED_VERSIONS:
+                raise Refusal(unsupported_version(version))
         except Refusal as refusal:
             await refusal.response(scope, receive, send)
             return

@@ -1,10 +1,12 @@
 """A seat's inbox (DESIGN.md section 5, seed 002's get_updates): directed events held by
 integer position until the seat acknowledges them.
 
-A read returns the unacknowledged items oldest first, at most 50 items or 64 KB (at least one
-item even if it alone is larger), with `has_more`; the same items come back until they are
-acknowledged. Acknowledging a position acknowledges every item up to it; a position that was
-never given is refused, because it would silently skip items not yet delivered.
+A read returns the unacknowledged items oldest first, with `has_more`: at most 50 items, and at
+most 64 KB as the reader receives the page (the whole page in its transport's encoding, which
+the caller names; compact JSON, as the HTTP routes send it, by default), but at least one item
+even if it alone is larger. The same items come back until they are acknowledged.
+Acknowledging a position acknowledges every item up to it; a position that was never given
+is refused, because it would silently skip items not yet delivered.
 
 An inbox is bounded: it holds at most `InboxRoom.cap` unread items (SEATWIRE_INBOX_CAP). The
 unread items are kept until acknowledged; one that finds the inbox full is not put in it, and
@@ -21,6 +23,7 @@ from functools import cached_property
 import redis
 
 from contracts import InboxItem, LedgerRow, UpdatesPage
+from pipeline.paging import Measure, json_bytes, longest_fit
 from workers.stores import keys
 from workers.stores.journal import LEDGER_RETENTION_MS, LEDGER_STREAM_CAP
 from workers.stores.scripts import script, text
@@ -88,8 +91,9 @@ class Inbox:
         self.r = client
         self._ack = script(client, "inbox_ack")
 
-    def updates(self, seat_id: str) -> UpdatesPage:
-        """The unacknowledged items, oldest first, one page at a time."""
+    def updates(self, seat_id: str, measure: Measure = json_bytes) -> UpdatesPage:
+        """The unacknowledged items, oldest first, one page at a time: as many as fit
+        PAGE_BYTES of `measure(page.to_wire())`, the page as its reader receives it."""
         meta = {text(k): int(v) for k, v in self.r.hgetall(keys.inbox_meta(seat_id)).items()}
         acked, last = meta.get("acked", 0), meta.get("last", 0)
         overflowed = meta.get("overflowed", 0) - meta.get("overflowSeen", 0)
@@ -97,23 +101,23 @@ class Inbox:
             self.r.xrange(keys.inbox(seat_id), min=f"{acked + 1}-0", count=PAGE_ITEMS + 1) or []
         )
         items: list[InboxItem] = []
-        size = 0
         for _entry_id, fields in entries[:PAGE_ITEMS]:
             if fields is None:  # only a deleted entry read through a group has no fields
                 continue
             raw = fields[b"item"] if b"item" in fields else fields["item"]
-            if items and size + len(raw) > PAGE_BYTES:
-                break
-            size += len(raw)
             items.append(InboxItem.model_validate_json(raw))
-        position = items[-1].position if items else acked
-        return UpdatesPage(
-            items=tuple(items),
-            position=position,
-            acknowledged=acked,
-            has_more=position < last,
-            overflowed=overflowed,
-        )
+
+        def page(n: int) -> UpdatesPage:
+            position = items[n - 1].position if n else acked
+            return UpdatesPage(
+                items=tuple(items[:n]),
+                position=position,
+                acknowledged=acked,
+                has_more=position < last,
+                overflowed=overflowed,
+            )
+
+        return page(longest_fit(len(items), lambda n: measure(page(n).to_wire()), PAGE_BYTES))
 
     def overflowed(self) -> int | None:
         """How many items every seat's inbox has refused for being full (None when Redis does
@@ -124,11 +128,12 @@ class Inbox:
             return None
         return int(value or 0)
 
-    def ack(self, seat_id: str, position: int) -> UpdatesPage:
-        """Acknowledge up to `position`; returns the next page."""
+    def ack(self, seat_id: str, position: int, measure: Measure = json_bytes) -> UpdatesPage:
+        """Acknowledge up to `position`; returns the next page (sized by `measure`, as
+        `updates`)."""
         verb, _acked, last = self._ack(
             keys=[keys.inbox(seat_id), keys.inbox_meta(seat_id)], args=[position]
         )
         if text(verb) == "beyond":
             raise AckBeyondLast(position, int(last))
-        return self.updates(seat_id)
+        return self.updates(seat_id, measure)

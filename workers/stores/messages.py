@@ -19,13 +19,14 @@ unknown. The 60-an-hour limit bounds how fast they grow within the retention.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
 
 from pipeline import messages as rules
+from pipeline.paging import longest_fit
 from workers.stores import keys
 from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
 from workers.stores.scripts import script, text
@@ -139,9 +140,10 @@ class Messages:
         score = self.r.zscore(keys.thread(thread_id), message_id)
         return None if score is None else int(score)
 
-    def page(self, thread_id: str, after: int | None) -> Page:
+    def page(self, thread_id: str, after: int | None, size: Callable[[Page], int]) -> Page:
         """The thread's messages after place `after` (from the start when None), oldest
-        first, one page: at most 50 messages or 64 KB, at least one."""
+        first, one page: at most 50 messages, and as many as fit 64 KB of `size(page)` (the
+        page as its reader receives it), at least one."""
         low = "-inf" if after is None else f"({after}"
         found = cast(
             Sequence[tuple[bytes, float]],
@@ -165,8 +167,11 @@ class Messages:
             for (_member, score), doc in zip(found, pipe.execute(), strict=False)
             if doc is not None
         ]
-        n = rules.page_size([len(doc) for doc, _ in kept])
-        if n == 0:
+        if not kept:
             return Page((), None, False)
-        messages = tuple(json.loads(doc) for doc, _ in kept[:n])
-        return Page(messages, kept[n - 1][1], len(found) > n)
+        messages = tuple(json.loads(doc) for doc, _ in kept)
+
+        def page(n: int) -> Page:
+            return Page(messages[:n], kept[n - 1][1], len(found) > n)
+
+        return page(longest_fit(len(kept), lambda n: size(page(n)), rules.PAGE_BYTES))

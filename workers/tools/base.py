@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from contracts import Seat
 from contracts.tool_schemas import INPUT_SCHEMAS, TOOL_NAMES
 from contracts.tools import TOOL_INPUTS, ToolError
+from pipeline.paging import Measure, json_bytes
 
 __all__ = ["REGISTRY", "Tool", "ToolContext", "ToolError", "call", "tool", "validate"]
 from workers.container import Container
@@ -30,12 +31,16 @@ from workers.stores import keys
 
 @dataclass(frozen=True)
 class ToolContext:
-    """One call: the process's container and app, the calling seat, the time of the call."""
+    """One call: the process's container and app, the calling seat, the time of the call, and
+    how many bytes a result takes as this caller receives it (its transport's encoding: the
+    HTTP routes' compact JSON unless the transport says otherwise), which a paged tool fits
+    its byte cap to."""
 
     container: Container
     app: Celery
     seat: Seat
     now_ms: int
+    measure: Measure = json_bytes
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -17,6 +17,7 @@ from typing import Any
 
 from contracts.tools import ReadThread, SendMessage
 from pipeline import messages as rules
+from workers.stores.messages import Page
 from workers.tools.base import ToolContext, ToolError, tool
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,8 @@ def send_message(ctx: ToolContext, args: SendMessage) -> dict[str, Any]:
 
 @tool(
     "read_thread",
-    "Returns a page of a thread, oldest first: up to 50 messages or 64 KB (at least one), and "
+    "Returns a page of a thread, oldest first: up to 50 messages or 64 KB as you receive it "
+    "(at least one), and "
     "a `next` cursor when there are more. `thread_id` is the id of any message in the thread. "
     "Use after_message_id (a message of the thread) to skip what you have read, without "
     "cursor; continue with `next`. Any agent of the project may read any thread; new "
@@ -138,10 +140,14 @@ def read_thread(ctx: ToolContext, args: ReadThread) -> dict[str, Any]:
                 field="after_message_id",
                 status=404,
             )
-    page = store.page(thread_id, after)
-    nxt = (
-        rules.encode_cursor(thread_id, page.last_score)
-        if page.more and page.last_score is not None
-        else None
-    )
-    return {"threadId": thread_id, "messages": list(page.messages), "next": nxt}
+
+    def result(page: Page) -> dict[str, Any]:
+        nxt = (
+            rules.encode_cursor(thread_id, page.last_score)
+            if page.more and page.last_score is not None
+            else None
+        )
+        return {"threadId": thread_id, "messages": list(page.messages), "next": nxt}
+
+    # the page is fitted to its cap as this caller receives the whole result
+    return result(store.page(thread_id, after, lambda page: ctx.measure(result(page))))

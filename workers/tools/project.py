@@ -137,7 +137,8 @@ def find_agents(ctx: ToolContext, args: FindAgents) -> dict[str, Any]:
 @tool(
     "get_updates",
     "What was delivered to you and not yet acknowledged, oldest first (at "
-    "most 50 items or 64 KB). Handle them, then call again with `ack` = the `position` you "
+    "most 50 items or 64 KB as you receive it; a single larger item comes alone). Handle "
+    "them, then call again with `ack` = the `position` you "
     "got: until then the same items come back. `has_more` says there is another page. "
     "`overflowed` counts items meant for you that your inbox had no room for (it holds a "
     "cap of unread items) since you last acknowledged: acknowledge sooner; each is in the "
@@ -147,9 +148,9 @@ def get_updates(ctx: ToolContext, args: GetUpdates) -> dict[str, Any]:
     inbox = ctx.container.inbox
     seat = ctx.seat.member_id
     if args.ack is None:
-        return inbox.updates(seat).to_wire()
+        return inbox.updates(seat, ctx.measure).to_wire()
     try:
-        return inbox.ack(seat, args.ack).to_wire()
+        return inbox.ack(seat, args.ack, ctx.measure).to_wire()
     except AckBeyondLast as exc:
         raise ToolError(
             "ack_beyond_last",
