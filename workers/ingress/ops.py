@@ -21,6 +21,7 @@ from workers.ingress.deps import Deps, IngressDeps
 from workers.ingress.docs import COMPONENTS, GUARDED, RETRY_AFTER, answers
 from workers.ingress.http import UNAVAILABLE
 from workers.ingress.v1 import require_token
+from workers.settings import scrubbed
 
 router = APIRouter()
 
@@ -80,16 +81,19 @@ async def metrics(deps: Deps) -> Response:
 
 
 def probe(deps: IngressDeps) -> dict[str, str]:
+    """Each of Redis and the broker `ok` or `down: why`; a driver's error may quote the URL
+    it was given, so its secrets are scrubbed (anyone may ask /readyz)."""
     checks: dict[str, str] = {}
+    urls = (deps.settings.redis_url, deps.settings.resolved_broker_url)
     try:
         deps.container.redis.ping()
         checks["redis"] = "ok"
     except UNAVAILABLE as exc:
-        checks["redis"] = f"down: {exc}"
+        checks["redis"] = f"down: {scrubbed(exc, *urls)}"
     try:
         with deps.celery.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         checks["broker"] = "ok"
     except UNAVAILABLE as exc:
-        checks["broker"] = f"down: {exc}"
+        checks["broker"] = f"down: {scrubbed(exc, *urls)}"
     return checks
