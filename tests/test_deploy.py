@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -308,19 +309,57 @@ def test_the_image_pins_the_uv_ci_installs() -> None:
     assert "pip install" not in DOCKERFILE
 
 
-def test_the_image_installs_the_lock_without_dev_and_keeps_no_cache() -> None:
-    """Every `uv sync` is --frozen --no-dev with the uv cache in a build cache mount (or off),
-    and the image ends as a user that is not root."""
+def test_the_image_installs_the_lock_without_any_group_and_keeps_no_cache() -> None:
+    """Every `uv sync` is --frozen --no-default-groups (neither dev's tools nor the demo's
+    stand-in) and asks for no group, with the uv cache in a build cache mount (or off), and
+    the image ends as a user that is not root."""
     instructions = _instructions()
     syncs = [arg for op, arg in instructions if op == "RUN" and "uv sync" in arg]
     assert syncs
     no_cache = any(op == "ENV" and "UV_NO_CACHE=1" in arg for op, arg in instructions)
     for run in syncs:
-        assert "--frozen" in run and "--no-dev" in run, run
+        assert "--frozen" in run and "--no-default-groups" in run, run
+        assert not re.search(r"--(group|all-groups|dev\b|only-group)", run), run
         assert no_cache or "--mount=type=cache,target=/root/.cache/uv" in run, run
     users = [arg for op, arg in instructions if op == "USER"]
     assert users and users[-1] not in ("root", "0")
     assert instructions[-1][0] == "CMD"
+
+
+def _locked_closure(roots: list[str], lock: dict[str, Any]) -> set[str]:
+    """Every package of uv.lock that `roots` need, directly or not, on any platform."""
+    packages = {p["name"]: p for p in lock["package"]}
+    found: set[str] = set()
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.add(name)
+        package = packages[name]
+        needed = list(package.get("dependencies", []))
+        for extra in package.get("optional-dependencies", {}).values():
+            needed += extra  # over-counts what an extra adds: only ever more, never less
+        pending += [d["name"] for d in needed]
+    return found
+
+
+def test_the_image_holds_no_package_only_the_demo_or_the_tests_need() -> None:
+    """What a sync with no dependency group installs (the image's, by uv.lock) holds every
+    runtime dependency (Flower's included, which compose runs from the image) and none of
+    the demo's stand-in (fakeredis, lupa) nor the dev tools; `uv run` on a clone syncs both
+    groups by default, so the README's `uv run seatwire demo` and `uv run pytest` find theirs."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    [seatwire] = [p for p in lock["package"] if p["name"] == "seatwire"]
+    image = _locked_closure([d["name"] for d in seatwire["dependencies"]], lock)
+    groups = seatwire["dev-dependencies"]
+    assert {"celery", "redis", "fastapi", "mcp", "flower", "tenacity", "uvicorn"} <= image
+    assert {d["name"] for d in groups["demo"]} == {"fakeredis"}
+    left_out = {"fakeredis", "lupa", "pytest", "mypy", "ruff", "hypothesis", "schemathesis"}
+    assert not image & left_out, image & left_out
+    assert left_out <= _locked_closure([d["name"] for g in groups.values() for d in g], lock)
+    assert set(project["tool"]["uv"]["default-groups"]) == {"dev", "demo"}
 
 
 def test_the_build_context_leaves_out_what_the_image_does_not_need() -> None:

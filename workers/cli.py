@@ -135,7 +135,11 @@ def demo(
     """Push the bundled scenario through Seatwire over HTTP and show every decision."""
     from workers.demo import run_demo
 
-    raise typer.Exit(run_demo(_settings(), console, as_json=as_json))
+    try:
+        code = run_demo(_settings(), console, as_json=as_json)
+    except ConfigError as exc:
+        _refuse(exc)
+    raise typer.Exit(code)
 
 
 def _queue_names(queues: str) -> list[str]:
