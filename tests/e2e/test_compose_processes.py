@@ -331,6 +331,22 @@ def test_a_stage_that_gives_up_writes_it_down(
 PASSWORD = "e2e-redis-pw-Zq81xK"
 
 
+def compose_flower() -> list[str]:
+    """The command of compose's flower service."""
+    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    command: list[str] = spec["services"]["flower"]["command"]
+    return command
+
+
+def wait_logged(log: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until `log` holds `text`, while `proc` runs (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while text not in log.read_text(errors="replace"):
+        assert proc.poll() is None, f"{proc.args!r} exited: {log.read_text(errors='replace')}"
+        assert time.monotonic() < deadline, f"{text!r} never logged in {log}"
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def locked_redis(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     """Redis started with compose's own command (its password required, REDIS_PASSWORD
@@ -372,7 +388,8 @@ def test_compose_runs_on_a_redis_that_requires_its_password(
     """Given Redis run with compose's command, its password required: compose's redis health
     check passes with the environment compose gives it and fails without the password or
     with another (redis-cli exits 0 on those refusals); the ingress and a stage pool, with the
-    password in their URL, take a report to its end and their health checks pass; `seatwire
+    password in their URL, take a report to its end, the pool's health check passes and
+    compose's Flower command reaches the broker; `seatwire
     status` reads the cluster; a worker given a wrong password refuses to start (exit 2); and
     the password is in nothing any of them printed, the URLs shown masked."""
     port, redis_env = locked_redis
@@ -387,16 +404,21 @@ def test_compose_runs_on_a_redis_that_requires_its_password(
 
     url = f"redis://:{PASSWORD}@127.0.0.1:{port}/0"
     pool = ["seatwire", "worker", "--queues", "engagement,guardrails,send"]
+    flower = [str(Path(sys.executable).parent / "celery"), *compose_flower()[1:]]
+    flower = [f"--port={free_port()}" if a.startswith("--port=") else a for a in flower]
+    flower = ["--address=127.0.0.1" if a.startswith("--address=") else a for a in flower]
     commands = {
         "ingress": compose_commands()["ingress"],
         "worker": [*pool, "--concurrency", "1", "--hostname", "send@%h"],
+        "flower": flower,
     }
-    with start_cluster(commands, url, tmp_path) as cluster:
+    with start_cluster(commands, url, tmp_path, FLOWER_BASIC_AUTH="ops:pw") as cluster:
         with cluster.http() as http:
             posted = http.post("/v1/seats/scout/work", json=BLOCKED_REPORT)
             assert posted.status_code == 202, posted.text
             final = wait_final(http, posted.json()["trackingId"], timeout=60)
         wait_started(cluster.env, {"worker-send": health_checks()["worker-send"]})
+        wait_logged(cluster.logs[2], "Broker: ", cluster.procs[2])
         printed = [
             run_check(health_checks()["worker-send"], cluster.env),
             run_check([SEATWIRE, "status"], cluster.env),
@@ -412,7 +434,8 @@ def test_compose_runs_on_a_redis_that_requires_its_password(
     assert status.returncode == 0 and f"redis://:***@127.0.0.1:{port}/0" in status.stdout
     assert refused.returncode == 2 and "redis://:***@127.0.0.1" in refused.stderr
     assert "wrong-pw-9" not in refused.stdout + refused.stderr
-    # Celery's banner names the broker, masked its own way.
+    # Celery's banner and Flower name the broker, masked their own way.
     assert f"redis://:**@127.0.0.1:{port}/0" in logs[1], logs[1]
+    assert f"Broker: redis://:**@127.0.0.1:{port}/0" in logs[2], logs[2]
     for text in [*logs, *(p.stdout + p.stderr for p in printed)]:
         assert PASSWORD not in text
