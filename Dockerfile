@@ -15,16 +15,17 @@ ENV UV_LINK_MODE=copy \
     UV_PYTHON_DOWNLOADS=never \
     PYTHONUNBUFFERED=1
 WORKDIR /app
-# The dependencies first, in their own layer: a code change does not reinstall them.
+# The dependencies first, in their own layer: a code change does not reinstall them. No
+# dependency group: not dev's tools, nor the demo's in-process Redis stand-in (fakeredis).
 COPY pyproject.toml uv.lock README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev --no-install-project
+    uv sync --frozen --no-default-groups --no-install-project
 COPY contracts ./contracts
 COPY pipeline ./pipeline
 COPY workers ./workers
 COPY examples ./examples
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev
+    uv sync --frozen --no-default-groups
 # The project is installed editable (its code stays in /app, beside examples/): compile it
 # here, since its user may not write __pycache__ and every start (and every health check,
 # a new process each time) would compile it again.

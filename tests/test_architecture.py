@@ -504,20 +504,60 @@ COMMAND_LINE_TOOLS: dict[str, str] = {
 
 def test_every_runtime_import_is_declared_and_every_declared_dependency_is_imported() -> None:
     """What contracts/, pipeline/ and workers/ import from outside the project is a declared
-    runtime dependency, and every runtime dependency is imported by them (nothing declared
-    for nothing, nothing working only because something else pulled it in), or is a named
-    command-line tool."""
+    runtime dependency (or the demo group's, imported lazily: the next test), and every
+    runtime dependency is imported by them (nothing declared for nothing, nothing working
+    only because something else pulled it in), or is a named command-line tool."""
     imported = third_party_imports(("contracts", "pipeline", "workers"))
     runtime = {d.replace("_", "-") for d in declared()} - set(COMMAND_LINE_TOOLS)
+    demo = {d.replace("_", "-") for d in declared("demo")}
     undeclared = [
         f"{where}: imports {module} (from {sorted(dists) or 'nothing installed'})"
         for module, where in imported.items()
-        if not (dists := distributions_of({module: where})[module]) & runtime
+        if not (dists := distributions_of({module: where})[module]) & (runtime | demo)
     ]
     assert not undeclared, "imported but not declared:\n" + "\n".join(undeclared)
     used = set().union(*distributions_of(imported).values())
     unused = sorted(runtime - used)
     assert not unused, f"declared in pyproject.toml and imported nowhere: {unused}"
+
+
+def _module_level(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements a module runs when imported: its body, into `if` and `try` blocks,
+    never into a function's or a class's."""
+    for statement in statements:
+        yield statement
+        if isinstance(statement, ast.If | ast.Try):
+            blocks = [statement.body, statement.orelse]
+            if isinstance(statement, ast.Try):
+                blocks += [h.body for h in statement.handlers] + [statement.finalbody]
+            for block in blocks:
+                yield from _module_level(block)
+
+
+def test_what_only_the_demo_group_provides_is_imported_lazily() -> None:
+    """contracts/, pipeline/ and workers/ import a module of the `demo` dependency group
+    (which the image leaves out) only inside a function, never as a module loads: every
+    module imports where the group is absent, and only embedded mode needs it."""
+    demo = {d.replace("_", "-") for d in declared("demo")}
+    imported = third_party_imports(("contracts", "pipeline", "workers"))
+    modules = {m for m, dists in distributions_of(imported).items() if dists & demo}
+    assert modules, "the demo group provides nothing the code imports"
+    eager = []
+    for package in ("contracts", "pipeline", "workers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in _module_level(tree.body):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                eager += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
+                    for name in names
+                    if name.split(".")[0] in modules
+                ]
+    assert not eager, "imported as the module loads:\n" + "\n".join(eager)
 
 
 def test_each_command_line_tool_is_declared_and_ships_a_command() -> None:
@@ -533,9 +573,9 @@ def test_each_command_line_tool_is_declared_and_ships_a_command() -> None:
 
 
 def test_the_test_and_bench_imports_are_declared_too() -> None:
-    """bench/ and tests/ import only runtime or dev dependencies."""
+    """bench/ and tests/ import only runtime, demo or dev dependencies."""
     imported = third_party_imports(("bench", "tests"))
-    known = {d.replace("_", "-") for d in declared() | declared("dev")}
+    known = {d.replace("_", "-") for d in declared() | declared("dev") | declared("demo")}
     undeclared = [
         f"{where}: imports {module}"
         for module, where in imported.items()

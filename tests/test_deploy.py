@@ -1,15 +1,17 @@
 """compose.yaml, the Dockerfile, .dockerignore and Grafana's provisioning, read as files: the
-production shape holds (health checks, shutdown, Redis's memory limit, what is published where,
-required secrets), without a Docker engine. tests/e2e/test_compose_processes.py runs the
-commands and the health checks as processes."""
+production shape holds (health checks, shutdown, Redis's memory limit and password, what is
+published where, required secrets, log rotation, memory limits), without a Docker engine.
+tests/e2e/test_compose_processes.py runs the commands and the health checks as processes."""
 
 from __future__ import annotations
 
 import fnmatch
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -24,6 +26,7 @@ SERVICES: dict[str, dict[str, Any]] = SPEC["services"]
 # What compose needs set, and nothing more: every other variable has a default.
 REQUIRED = {
     "SEATWIRE_API_TOKEN": "t",
+    "REDIS_PASSWORD": "redis-pw-0123",
     "FLOWER_BASIC_AUTH": "ops:pw",
     "GRAFANA_ADMIN_PASSWORD": "pw",
 }
@@ -92,7 +95,7 @@ def seatwire_services() -> list[str]:
 
 
 def test_the_file_resolves_with_the_required_variables_and_refuses_each_missing_one() -> None:
-    """With the three required variables set every value interpolates; without any one of
+    """With the four required variables set every value interpolates; without any one of
     them compose would refuse the file, naming it."""
     resolved(SPEC, REQUIRED)
     for name in REQUIRED:
@@ -136,23 +139,78 @@ def test_celery_services_stop_with_a_soft_shutdown_inside_their_grace() -> None:
 def test_redis_has_a_memory_limit_overridable_from_the_environment_and_never_evicts() -> None:
     """Redis runs with AOF, a stated maxmemory (REDIS_MAXMEMORY overrides it) and noeviction."""
     cmd = command("redis")
-    default = resolved(cmd, {})
+    default = resolved(cmd, REQUIRED)
     assert default[default.index("--maxmemory") + 1] == "2gb"
     assert default[default.index("--maxmemory-policy") + 1] == "noeviction"
     assert default[default.index("--appendonly") + 1] == "yes"
-    overridden = resolved(cmd, {"REDIS_MAXMEMORY": "4gb"})
+    overridden = resolved(cmd, {**REQUIRED, "REDIS_MAXMEMORY": "4gb"})
     assert overridden[overridden.index("--maxmemory") + 1] == "4gb"
 
 
 def test_only_the_ingress_is_published_beyond_the_loopback() -> None:
-    """Every published port but the ingress's is bound to 127.0.0.1; the workers' metrics
-    port is set for every process and published nowhere."""
+    """Every published port but the ingress's is bound to 127.0.0.1; the metrics port is set
+    for every process, exposed on the compose network by the ingress and every worker and
+    beat (where Prometheus scrapes them), and published nowhere."""
     for name, service in SERVICES.items():
         for port in resolved(service.get("ports", []), REQUIRED):
             assert name == "ingress" or port.startswith("127.0.0.1:"), (name, port)
             assert "9808" not in port, (name, port)
     env = SPEC["x-seatwire-env"]
     assert env["SEATWIRE_METRICS_PORT"] == "9808"
+    for name in seatwire_services():
+        assert SERVICES[name]["expose"] == ["9808"], name
+
+
+def test_redis_requires_the_password_every_client_is_given() -> None:
+    """Redis runs with --requirepass REDIS_PASSWORD; every Seatwire process (Flower too)
+    reaches it with that password in its URL; its health check authenticates from the
+    environment (not argv) and is healthy only on PONG, since redis-cli exits 0 on NOAUTH."""
+    password = REQUIRED["REDIS_PASSWORD"]
+    cmd = resolved(command("redis"), REQUIRED)
+    assert cmd[cmd.index("--requirepass") + 1] == password
+    redis = resolved(SERVICES["redis"], REQUIRED)
+    assert redis["environment"]["REDISCLI_AUTH"] == password
+    test = redis["healthcheck"]["test"]
+    assert test[0] == "CMD" and "redis-cli ping" in test[-1] and "grep -qx PONG" in test[-1]
+    assert password not in " ".join(test)
+    for name in [*seatwire_services(), "flower"]:
+        env = resolved(SERVICES[name]["environment"], REQUIRED)
+        url = urlsplit(env["SEATWIRE_REDIS_URL"])
+        assert (url.password, url.hostname, url.port) == (password, "redis", 6379), name
+        assert "SEATWIRE_BROKER_URL" not in env, name  # the broker is that same URL
+
+
+def test_every_service_rotates_its_log() -> None:
+    """Every service logs with json-file, rotated by size, and keeps a bounded number of
+    files: no log grows without bound on the host's disk."""
+    for name, service in SERVICES.items():
+        logging = service.get("logging")
+        assert logging and logging["driver"] == "json-file", name
+        options = logging["options"]
+        assert re.fullmatch(r"\d+[km]", options["max-size"]), name
+        assert int(options["max-file"]) >= 2, name
+
+
+def _bytes(size: str) -> int:
+    """A compose byte value (`512m`, `4g`) in bytes; Redis's `2gb` too."""
+    found = re.fullmatch(r"(\d+)([kmg])b?", size.lower())
+    assert found, size
+    scale: int = 1024 ** ("kmg".index(found.group(2)) + 1)
+    return int(found.group(1)) * scale
+
+
+def test_every_service_has_a_memory_limit_and_redis_room_to_fork() -> None:
+    """Every service has a memory limit; Redis's, at the defaults and at a REDIS_MAXMEMORY
+    raised with REDIS_MEM_LIMIT as the comment says, is at least twice its maxmemory (the AOF
+    rewrite's fork), and the turns pool's can be raised for its agents."""
+    for name, service in SERVICES.items():
+        assert _bytes(resolved(service["mem_limit"], REQUIRED)) >= 256 * 1024**2, name
+    for env in (REQUIRED, {**REQUIRED, "REDIS_MAXMEMORY": "4gb", "REDIS_MEM_LIMIT": "8g"}):
+        cmd = resolved(command("redis"), env)
+        maxmemory = _bytes(cmd[cmd.index("--maxmemory") + 1])
+        assert _bytes(resolved(SERVICES["redis"]["mem_limit"], env)) >= 2 * maxmemory
+    turns = {**REQUIRED, "TURNS_MEM_LIMIT": "16g"}
+    assert resolved(SERVICES["worker-turns"]["mem_limit"], turns) == "16g"
 
 
 def test_every_seatwire_variable_compose_sets_is_a_setting() -> None:
@@ -171,7 +229,7 @@ def test_flower_runs_the_seatwire_app_on_the_loopback_behind_required_basic_auth
     assert flower["ports"] == ["127.0.0.1:5555:5555"]
     assert resolved(flower["environment"], REQUIRED)["FLOWER_BASIC_AUTH"] == "ops:pw"
     with pytest.raises(MissingVariable, match="FLOWER_BASIC_AUTH"):
-        resolved(flower["environment"], {"SEATWIRE_API_TOKEN": "t"})
+        resolved(flower["environment"], {k: v for k, v in REQUIRED.items() if "FLOWER" not in k})
 
 
 def test_the_org_file_is_mounted_read_only_where_the_settings_read_it() -> None:
@@ -251,19 +309,57 @@ def test_the_image_pins_the_uv_ci_installs() -> None:
     assert "pip install" not in DOCKERFILE
 
 
-def test_the_image_installs_the_lock_without_dev_and_keeps_no_cache() -> None:
-    """Every `uv sync` is --frozen --no-dev with the uv cache in a build cache mount (or off),
-    and the image ends as a user that is not root."""
+def test_the_image_installs_the_lock_without_any_group_and_keeps_no_cache() -> None:
+    """Every `uv sync` is --frozen --no-default-groups (neither dev's tools nor the demo's
+    stand-in) and asks for no group, with the uv cache in a build cache mount (or off), and
+    the image ends as a user that is not root."""
     instructions = _instructions()
     syncs = [arg for op, arg in instructions if op == "RUN" and "uv sync" in arg]
     assert syncs
     no_cache = any(op == "ENV" and "UV_NO_CACHE=1" in arg for op, arg in instructions)
     for run in syncs:
-        assert "--frozen" in run and "--no-dev" in run, run
+        assert "--frozen" in run and "--no-default-groups" in run, run
+        assert not re.search(r"--(group|all-groups|dev\b|only-group)", run), run
         assert no_cache or "--mount=type=cache,target=/root/.cache/uv" in run, run
     users = [arg for op, arg in instructions if op == "USER"]
     assert users and users[-1] not in ("root", "0")
     assert instructions[-1][0] == "CMD"
+
+
+def _locked_closure(roots: list[str], lock: dict[str, Any]) -> set[str]:
+    """Every package of uv.lock that `roots` need, directly or not, on any platform."""
+    packages = {p["name"]: p for p in lock["package"]}
+    found: set[str] = set()
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.add(name)
+        package = packages[name]
+        needed = list(package.get("dependencies", []))
+        for extra in package.get("optional-dependencies", {}).values():
+            needed += extra  # over-counts what an extra adds: only ever more, never less
+        pending += [d["name"] for d in needed]
+    return found
+
+
+def test_the_image_holds_no_package_only_the_demo_or_the_tests_need() -> None:
+    """What a sync with no dependency group installs (the image's, by uv.lock) holds every
+    runtime dependency (Flower's included, which compose runs from the image) and none of
+    the demo's stand-in (fakeredis, lupa) nor the dev tools; `uv run` on a clone syncs both
+    groups by default, so the README's `uv run seatwire demo` and `uv run pytest` find theirs."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    [seatwire] = [p for p in lock["package"] if p["name"] == "seatwire"]
+    image = _locked_closure([d["name"] for d in seatwire["dependencies"]], lock)
+    groups = seatwire["dev-dependencies"]
+    assert {"celery", "redis", "fastapi", "mcp", "flower", "tenacity", "uvicorn"} <= image
+    assert {d["name"] for d in groups["demo"]} == {"fakeredis"}
+    left_out = {"fakeredis", "lupa", "pytest", "mypy", "ruff", "hypothesis", "schemathesis"}
+    assert not image & left_out, image & left_out
+    assert left_out <= _locked_closure([d["name"] for g in groups.values() for d in g], lock)
+    assert set(project["tool"]["uv"]["default-groups"]) == {"dev", "demo"}
 
 
 def test_the_build_context_leaves_out_what_the_image_does_not_need() -> None:

@@ -16,6 +16,14 @@ theirs so: Celery's `send_task` costs 0.4-1.7 ms of CPU a message (a new kombu c
 `maybe_declare`, routing), the LPUSH a few microseconds.
 tests/workers/test_intake.py and tests/workers/test_stage_handoff.py pin both to what Celery
 itself writes.
+
+Retries, one owner per hop. A failed task is Celery's to retry (`autoretry_for`, backoff,
+jitter, the delivery count: workers/stages/base.py): the message goes back to the broker and
+any worker may run it, the journal knowing. A publish is kombu's to retry
+(`task_publish_retry_policy`, the policies below). `push`, which bypasses kombu, retries its
+LPUSH with tenacity at the same policy's intervals (`publish_retrying`), in place: a short
+wait inside the task, never a second layer over Celery's (the task's own retry takes over
+once it gives up).
 """
 
 from __future__ import annotations
@@ -25,11 +33,18 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_incrementing,
+)
 
 from workers.queues import BEAT_STAGES, TASK_QUEUE, Queue, Task, task_id
 from workers.settings import Settings
@@ -288,6 +303,26 @@ def stage_message(app: Celery, task: Task, tracking_id: str, payload: str | None
 _PUSH_RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
 
 
+def publish_retrying(
+    policy: dict[str, Any], *, sleep: Callable[[float], None] | None = None
+) -> Retrying:
+    """Tenacity's retrying of a connection error as kombu's `retry_policy` does it: up to
+    `max_retries` more tries, the first after `interval_start` s, each next one
+    `interval_step` s later than the last, at most `interval_max`; then the error itself is
+    raised. `sleep`: how to wait (time.sleep)."""
+    return Retrying(
+        retry=retry_if_exception_type(_PUSH_RETRYABLE),
+        stop=stop_after_attempt(int(policy["max_retries"]) + 1),
+        wait=wait_incrementing(
+            start=float(policy["interval_start"]),
+            increment=float(policy["interval_step"]),
+            max=float(policy["interval_max"]),
+        ),
+        sleep=sleep or time.sleep,
+        reraise=True,
+    )
+
+
 def push(
     client: redis.Redis,
     app: Celery,
@@ -304,16 +339,6 @@ def push(
     Celery's to write."""
     raw = stage_message(app, task, tracking_id, json.dumps(message))
     queue = TASK_QUEUE[task].value
-    policy = retry_policy or WORKER_PUBLISH_RETRY
-    interval = float(policy["interval_start"])
-    retries = 0
-    while True:
-        try:
+    for attempt in publish_retrying(retry_policy or WORKER_PUBLISH_RETRY):
+        with attempt:
             client.lpush(queue, raw)
-            return
-        except _PUSH_RETRYABLE:
-            if retries >= int(policy["max_retries"]):
-                raise
-        retries += 1
-        time.sleep(interval)
-        interval = min(interval + float(policy["interval_step"]), float(policy["interval_max"]))

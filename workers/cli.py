@@ -22,8 +22,10 @@ from workers.settings import Settings, load_settings, masked, scrubbed
 
 if TYPE_CHECKING:
     import redis
+    from prometheus_client import CollectorRegistry
 
     from workers.stores.dlq import DeadLetters
+    from workers.telemetry.serve import MetricsServer
 
 # `-h` as well as `--help`, on every command (a subcommand's context inherits it).
 HELP = {"help_option_names": ["-h", "--help"]}
@@ -133,7 +135,11 @@ def demo(
     """Push the bundled scenario through Seatwire over HTTP and show every decision."""
     from workers.demo import run_demo
 
-    raise typer.Exit(run_demo(_settings(), console, as_json=as_json))
+    try:
+        code = run_demo(_settings(), console, as_json=as_json)
+    except ConfigError as exc:
+        _refuse(exc)
+    raise typer.Exit(code)
 
 
 def _queue_names(queues: str) -> list[str]:
@@ -273,18 +279,47 @@ def ingress(
                 f"/webhooks/{provider.lower()} answers 404"
             )
     api = create_ingress(container, app)
+    metrics = _serve_ingress_metrics(settings, api.state.deps.metrics.registry)
     # Everything built so far lives as long as the process: keep the collector from walking
     # it on every full collection (which showed up as tens-of-ms pauses in the ack latency).
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)  # a request allocates hundreds of short-lived objects
-    uvicorn.run(
-        api,
-        host=host or settings.host,
-        port=port or settings.port,
-        log_level="info",
-        timeout_keep_alive=settings.keep_alive_s,
+    try:
+        uvicorn.run(
+            api,
+            host=host or settings.host,
+            port=port or settings.port,
+            log_level="info",
+            timeout_keep_alive=settings.keep_alive_s,
+        )
+    finally:
+        if metrics is not None:
+            metrics.stop()
+
+
+def _serve_ingress_metrics(settings: Settings, registry: CollectorRegistry) -> MetricsServer | None:
+    """With SEATWIRE_METRICS_PORT set, the ingress's metrics (its requests and the cluster's
+    figures) served there without a token, for a scraper on the internal network, as every
+    worker serves its own; a port that cannot be bound refuses the start (exit 2)."""
+    from workers.telemetry.serve import serve_registry
+
+    if settings.metrics_port is None:
+        return None
+    try:
+        server = serve_registry(registry, settings.metrics_port, settings.metrics_host)
+    except OSError as exc:
+        errors.print(
+            f"[red]cannot serve metrics on {settings.metrics_host}:{settings.metrics_port} "
+            f"(SEATWIRE_METRICS_PORT):[/red] {exc}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from exc
+    console.print(
+        f"metrics for Prometheus on http://{settings.metrics_host}:{server.port}/metrics "
+        "(no token: keep this port off the public network)"
     )
+    return server
 
 
 @cli.command()

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import redis
 import uvicorn
 from celery import Celery
 from celery.worker import WorkController
@@ -20,11 +21,27 @@ from fastapi import FastAPI
 
 from workers import bootstrap
 from workers.celery_app import create_app
+from workers.errors import ConfigError
 from workers.ingress.app import create_ingress
 from workers.queues import BEAT_STAGES, WORKER_QUEUES, Stage
 from workers.settings import Settings
 
 log = logging.getLogger("seatwire.embedded")
+
+
+def stand_in_redis() -> redis.Redis:
+    """The in-process Redis stand-in of embedded mode. fakeredis is in the `demo` dependency
+    group, which a clone's `uv run` installs and the production image leaves out (it always
+    runs on a real Redis): without it, a clear refusal rather than an ImportError."""
+    try:
+        import fakeredis
+    except ImportError as exc:
+        raise ConfigError(
+            "embedded mode (no SEATWIRE_REDIS_URL) needs fakeredis, which is not installed "
+            "here (the production image leaves it out): set SEATWIRE_REDIS_URL to a Redis, or "
+            "install the demo group (`uv sync --group demo`)"
+        ) from exc
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
 
 
 def free_port() -> int:
@@ -46,9 +63,7 @@ class EmbeddedSystem:
     def start(self) -> FastAPI:
         client = None
         if self.settings.redis_url is None:
-            import fakeredis
-
-            client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+            client = stand_in_redis()
         self.container = bootstrap.build_container(self.settings, client=client)
         learned = bootstrap.learn_own_identity(self.container)  # the Slack bot's own posts
         if learned:

@@ -29,7 +29,7 @@ from celery.utils.nodenames import host_format
 from workers.broker import new_app
 from workers.errors import ConfigError
 from workers.recovery.leader import status
-from workers.settings import Settings, load_settings, masked
+from workers.settings import Settings, load_settings, masked, scrubbed
 
 PING_TIMEOUT_S = 2.0
 REDIS_TIMEOUT_S = 2.0
@@ -46,7 +46,8 @@ def node_problem(settings: Settings, node: str, *, timeout_s: float) -> str | No
         else:
             replies = app.control.ping([target], timeout=timeout_s)
     except Exception as exc:  # an unreachable broker is an unhealthy node, whatever the error
-        return f"cannot reach the broker at {masked(settings.resolved_broker_url)}: {exc}"
+        url = settings.resolved_broker_url
+        return f"cannot reach the broker at {masked(url)}: {scrubbed(exc, url)}"
     finally:
         app.close()
     answered = [name for reply in replies or () for name, body in reply.items() if body]
@@ -65,7 +66,8 @@ def leader_problem(settings: Settings) -> str | None:
     try:
         found = status(client)
     except redis.RedisError as exc:
-        return f"cannot read the beat lease at {masked(settings.redis_url)}: {exc}"
+        url = settings.redis_url
+        return f"cannot read the beat lease at {masked(url)}: {scrubbed(exc, url)}"
     finally:
         client.close()
     if found.holder is None:

@@ -173,6 +173,23 @@ class Settings(BaseSettings):
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("redis_url", "broker_url")
+    @classmethod
+    def _credentials_end_at_the_host(cls, value: str | None) -> str | None:
+        """A password with `/`, `?` or `#` unencoded ends the URL's host part early: the
+        driver would reach another host, and a printed URL would show the password's tail as
+        its path. Refused, without echoing any of the URL."""
+        if value is None or "@" not in value:
+            return value
+        parts = urlsplit(value)
+        if "@" not in parts.netloc or not parts.hostname:
+            raise ValueError(
+                "the URL has an '@' after its host part: a user or password holding '/', "
+                "'?' or '#' ends the host part early; percent-encode them (`/` as %2F) or use "
+                "letters and digits"
+            )
+        return value
+
     @property
     def embedded(self) -> bool:
         return self.redis_url is None and self.broker_url is None

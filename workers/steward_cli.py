@@ -28,7 +28,7 @@ from contracts.goals import AdmissionCheck
 from contracts.steward import AuditEntry, ObjectiveOutcome
 from workers.container import Container
 from workers.errors import ConfigError
-from workers.settings import load_settings, masked
+from workers.settings import load_settings, masked, scrubbed
 
 steward = typer.Typer(no_args_is_help=True, help="The goal steward: run it, or override a gate.")
 console = Console()
@@ -77,7 +77,8 @@ def redis_container(refuse: Callable[[object], NoReturn], *, embedded: str) -> C
     except ConfigError as exc:
         refuse(exc)
     except Exception as exc:
-        refuse(f"Redis at {masked(settings.redis_url)} does not answer: {exc}")
+        url = settings.redis_url
+        refuse(f"Redis at {masked(url)} does not answer: {scrubbed(exc, url)}")
     return container
 
 

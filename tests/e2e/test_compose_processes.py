@@ -1,7 +1,8 @@
 """End to end, as production runs it: the commands of compose.yaml started as processes (the
 ingress and one Celery worker pool per stage queue) against a real Redis; work reports posted
 over HTTP; the ledger and the outbox checked; each service's health check run as a process
-against them, healthy and stopped."""
+against them, healthy and stopped; and Redis run with compose's own command, its password
+required, which the processes reach through their URL and print nowhere."""
 
 from __future__ import annotations
 
@@ -23,11 +24,22 @@ import yaml
 
 from contracts import EngagementDecision, GuardrailVerdict
 from contracts.messages import ReservedEnvelope
-from tests.e2e.cluster import TOKEN, Cluster, compose_commands, start_cluster, wait_final
+from tests.e2e.cluster import (
+    SEATWIRE,
+    TOKEN,
+    Cluster,
+    compose_commands,
+    needs_redis_server,
+    start_cluster,
+    wait_final,
+)
+from tests.fakes import BLOCKED_REPORT
+from tests.test_deploy import REQUIRED, resolved
 from workers import bootstrap
 from workers.broker import publish
 from workers.celery_app import create_app
 from workers.demo import SCENARIO, _check, _steps
+from workers.embedded import free_port
 from workers.healthcheck import node_problem
 from workers.outbound.file import read_outbox
 from workers.queues import Task
@@ -174,18 +186,19 @@ def _compose_client() -> list[str] | None:
 
 
 def test_compose_file_is_valid_where_a_client_exists() -> None:
-    """`compose config` accepts the file with a token set, and refuses it without one."""
+    """`compose config` accepts the file with the required variables set, and refuses it
+    without any one of them, naming it."""
     client = _compose_client()
     if client is None:
         pytest.skip("no docker compose client on this machine")
     args = [*client, "-f", str(REPO_ROOT / "compose.yaml"), "config", "--quiet"]
-    env = {k: v for k, v in os.environ.items() if k != "SEATWIRE_API_TOKEN"}
-    ok = subprocess.run(
-        args, env={**env, "SEATWIRE_API_TOKEN": "t"}, capture_output=True, text=True, check=False
-    )
+    env = {k: v for k, v in os.environ.items() if k not in REQUIRED}
+    ok = subprocess.run(args, env={**env, **REQUIRED}, capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
-    missing = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
-    assert missing.returncode != 0 and "SEATWIRE_API_TOKEN" in missing.stderr
+    for name in REQUIRED:
+        given = {**env, **{k: v for k, v in REQUIRED.items() if k != name}}
+        missing = subprocess.run(args, env=given, capture_output=True, text=True, check=False)
+        assert missing.returncode != 0 and name in missing.stderr, name
 
 
 def test_scenario_end_to_end(cluster: Cluster) -> None:
@@ -313,3 +326,116 @@ def test_a_stage_that_gives_up_writes_it_down(
     assert final["failedStage"] == "engagement"
     assert "ghost" in (final["error"] or "")
     assert tracking in container.journal.failed()
+
+
+PASSWORD = "e2e-redis-pw-Zq81xK"
+
+
+def compose_flower() -> list[str]:
+    """The command of compose's flower service."""
+    spec = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    command: list[str] = spec["services"]["flower"]["command"]
+    return command
+
+
+def wait_logged(log: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until `log` holds `text`, while `proc` runs (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while text not in log.read_text(errors="replace"):
+        assert proc.poll() is None, f"{proc.args!r} exited: {log.read_text(errors='replace')}"
+        assert time.monotonic() < deadline, f"{text!r} never logged in {log}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def locked_redis(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """Redis started with compose's own command (its password required, REDIS_PASSWORD
+    being PASSWORD) on a free local port: the port and compose's environment of the redis
+    service (redis-cli's password)."""
+    needs_redis_server()
+    env = {**REQUIRED, "REDIS_PASSWORD": PASSWORD}
+    service = resolved(yaml.safe_load((REPO_ROOT / "compose.yaml").read_text()), env)
+    redis_service = service["services"]["redis"]
+    port = free_port()
+    data = tmp_path / "redis"
+    data.mkdir()
+    command = redis_service["command"]
+    binary = shutil.which(command[0])
+    assert binary is not None
+    args = [binary, *command[1:], "--port", str(port), "--bind", "127.0.0.1"]
+    args += ["--dir", str(data), "--save", "", "--logfile", "redis.log"]
+    proc = subprocess.Popen(args, start_new_session=True)
+    try:
+        client = redis.Redis(port=port, password=PASSWORD, socket_connect_timeout=1)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, "redis never answered"
+                time.sleep(0.05)
+        client.close()
+        yield port, redis_service["environment"]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+def test_compose_runs_on_a_redis_that_requires_its_password(
+    locked_redis: tuple[int, dict[str, str]], tmp_path: Path
+) -> None:
+    """Given Redis run with compose's command, its password required: compose's redis health
+    check passes with the environment compose gives it and fails without the password or
+    with another (redis-cli exits 0 on those refusals); the ingress and a stage pool, with the
+    password in their URL, take a report to its end, the pool's health check passes and
+    compose's Flower command reaches the broker; `seatwire
+    status` reads the cluster; a worker given a wrong password refuses to start (exit 2); and
+    the password is in nothing any of them printed, the URLs shown masked."""
+    port, redis_env = locked_redis
+    check = health_checks()["redis"]
+    check = [a.replace("redis-cli", f"redis-cli -p {port}") for a in check]
+    bare = {k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"}
+    redis_checks = [
+        run_check(check, {**bare, **env})
+        for env in (redis_env, {}, {"REDISCLI_AUTH": "not-the-password"})
+    ]
+    assert [c.returncode for c in redis_checks] == [0, 1, 1], redis_checks
+
+    url = f"redis://:{PASSWORD}@127.0.0.1:{port}/0"
+    pool = ["seatwire", "worker", "--queues", "engagement,guardrails,send"]
+    flower = [str(Path(sys.executable).parent / "celery"), *compose_flower()[1:]]
+    flower = [f"--port={free_port()}" if a.startswith("--port=") else a for a in flower]
+    flower = ["--address=127.0.0.1" if a.startswith("--address=") else a for a in flower]
+    commands = {
+        "ingress": compose_commands()["ingress"],
+        "worker": [*pool, "--concurrency", "1", "--hostname", "send@%h"],
+        "flower": flower,
+    }
+    with start_cluster(commands, url, tmp_path, FLOWER_BASIC_AUTH="ops:pw") as cluster:
+        with cluster.http() as http:
+            posted = http.post("/v1/seats/scout/work", json=BLOCKED_REPORT)
+            assert posted.status_code == 202, posted.text
+            final = wait_final(http, posted.json()["trackingId"], timeout=60)
+        wait_started(cluster.env, {"worker-send": health_checks()["worker-send"]})
+        wait_logged(cluster.logs[2], "Broker: ", cluster.procs[2])
+        printed = [
+            run_check(health_checks()["worker-send"], cluster.env),
+            run_check([SEATWIRE, "status"], cluster.env),
+            run_check(
+                [SEATWIRE, *pool[1:]],
+                {**cluster.env, "SEATWIRE_REDIS_URL": url.replace(PASSWORD, "wrong-pw-9")},
+            ),
+        ]
+    logs = [log.read_text(errors="replace") for log in cluster.logs]
+    assert final["state"] == "engaged", final
+    health, status, refused = printed
+    assert health.returncode == 0, health.stderr
+    assert status.returncode == 0 and f"redis://:***@127.0.0.1:{port}/0" in status.stdout
+    assert refused.returncode == 2 and "redis://:***@127.0.0.1" in refused.stderr
+    assert "wrong-pw-9" not in refused.stdout + refused.stderr
+    # Celery's banner and Flower name the broker, masked their own way.
+    assert f"redis://:**@127.0.0.1:{port}/0" in logs[1], logs[1]
+    assert f"Broker: redis://:**@127.0.0.1:{port}/0" in logs[2], logs[2]
+    for text in [*logs, *(p.stdout + p.stderr for p in printed)]:
+        assert PASSWORD not in text

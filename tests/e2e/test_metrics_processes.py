@@ -1,5 +1,6 @@
-"""The metrics of a running deployment, as processes: the ingress's /metrics reads the
-cluster (work waiting in its queue, then drained), and a stage worker's own /metrics on
+"""The metrics of a running deployment, as processes: the ingress's metrics, served without a
+token on its SEATWIRE_METRICS_PORT and refused without the operator's on its public port, read
+the cluster (work waiting in its queue, then drained), and a stage worker's own /metrics on
 SEATWIRE_METRICS_PORT, a prefork pool's children recording in multiprocess mode, counts what
 it did with the work: task calls per stage, decisions by reason code, sends, accept-to-final."""
 
@@ -17,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.cluster import (
     SEATWIRE,
+    TOKEN,
     Cluster,
     compose_commands,
     start_cluster,
@@ -32,8 +34,10 @@ NOBODY = {"id": "tidy", "title": "Tidy dashboards", "interestedParties": ["gus"]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(base: str) -> Samples:
-    body = httpx.get(f"{base}/metrics", timeout=10).text
+def scrape(base: str, headers: dict[str, str] | None = None) -> Samples:
+    resp = httpx.get(f"{base}/metrics", headers=headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    body = resp.text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(body)
@@ -67,32 +71,49 @@ def test_both_metrics_endpoints_move_as_work_goes_through(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     """Given four work reports accepted with no worker running (three ask the same owner, one
-    needs nobody), the ingress's scrape shows them waiting in the engagement queue and open in
-    the journal; once a worker has taken them all, the queue and the journal are empty, and
+    needs nobody), the ingress's scrape of its metrics port (no token) shows them waiting in
+    the engagement queue and open in the journal, its public port refusing the same scrape
+    without the operator's token and serving it with; once a worker has taken them all, the
+    queue and the journal are empty, and
     the worker's scrape counts four engagement calls, three guardrail and three send calls,
     the decisions by their reason codes, three engaged sends on the file adapter and each
     entry's accept-to-final time by its final state, though its pool process was replaced
     every 3 tasks (each folded its counts into the archive as it exited); the worker removes
     its multiprocess directory when it stops."""
     ingress = {"ingress": compose_commands()["ingress"]}
-    with start_cluster(ingress, redis_url, tmp_path) as cluster, cluster.http() as http:
+    internal = free_port()
+    with (
+        start_cluster(
+            ingress,
+            redis_url,
+            tmp_path,
+            SEATWIRE_METRICS_PORT=str(internal),
+            SEATWIRE_METRICS_HOST="127.0.0.1",
+        ) as cluster,
+        cluster.http() as http,
+    ):
         reports = [dict(BLOCKED_REPORT, id=f"metrics-{i}") for i in range(3)] + [NOBODY]
         posted = [http.post("/v1/seats/scout/work", json=r) for r in reports]
         assert [p.status_code for p in posted] == [202] * 4, [p.text for p in posted]
-        waiting = scrape(cluster.base)
+        metrics_port = f"http://127.0.0.1:{internal}"
+        waiting = scrape(metrics_port)
+        public = httpx.get(f"{cluster.base}/metrics", timeout=10)
+        operator = scrape(cluster.base, {"Authorization": f"Bearer {TOKEN}"})
         port, tmp = free_port(), tmp_path / "tmp"
         tmp.mkdir()
         worker = start_worker(cluster, port, tmp)
         try:
             finals = [wait_final(http, p.json()["trackingId"], timeout=60) for p in posted]
             done = scrape(f"http://127.0.0.1:{port}")
-            drained = scrape(cluster.base)
+            drained = scrape(metrics_port)
             [directory] = tmp.glob("seatwire-metrics-*")
             files = {p.name for p in directory.iterdir()}
         finally:
             stop_processes([worker])
         log = (tmp / "worker.log").read_text(errors="replace")
 
+    assert public.status_code == 401 and "seatwire_" not in public.text
+    assert at(operator, "seatwire_queue_depth", queue="engagement") == 4
     assert at(waiting, "seatwire_cluster_status_up") == 1
     assert at(waiting, "seatwire_queue_depth", queue="engagement") == 4
     assert at(waiting, "seatwire_journal_entries", state="open") == 4
@@ -119,11 +140,20 @@ def test_both_metrics_endpoints_move_as_work_goes_through(
     assert at(done, final, kind="work", state="nobody") == 1
 
 
-def test_a_worker_whose_metrics_port_is_taken_refuses_to_start(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["worker", "--queues", "engagement", "--concurrency", "1"],
+        ["ingress", "--host", "127.0.0.1", "--port", "0"],
+    ],
+    ids=["worker", "ingress"],
+)
+def test_a_process_whose_metrics_port_is_taken_refuses_to_start(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, command: list[str]
 ) -> None:
-    """Given SEATWIRE_METRICS_PORT held by another socket, when a worker starts, then it
-    exits with code 2 at its start, naming the port, rather than running unseen."""
+    """Given SEATWIRE_METRICS_PORT held by another socket, when a worker or the ingress
+    starts, then it exits with code 2 at its start, naming the port, rather than running
+    unseen."""
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -137,7 +167,7 @@ def test_a_worker_whose_metrics_port_is_taken_refuses_to_start(
             "SEATWIRE_METRICS_HOST": "127.0.0.1",
         }
         done = subprocess.run(
-            [SEATWIRE, "worker", "--queues", "engagement", "--concurrency", "1"],
+            [SEATWIRE, *command],
             env=env,
             capture_output=True,
             text=True,

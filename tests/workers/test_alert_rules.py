@@ -109,13 +109,14 @@ def test_every_dashboard_panel_reads_exported_metrics() -> None:
 
 
 def test_prometheus_scrapes_every_compose_service_that_serves_metrics() -> None:
-    """prometheus.yml loads alerts.yaml, scrapes the ingress on its port and, by DNS so that
-    each replica is a target, every compose service that runs a worker or beat on 9808."""
+    """prometheus.yml loads alerts.yaml, scrapes the ingress on 9808 (its metrics port, not
+    the published one, which wants a token) and, by DNS so that each replica is a target,
+    every compose service that runs a worker or beat on 9808."""
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yaml"]
     jobs = {job["job_name"]: job["dns_sd_configs"] for job in config["scrape_configs"]}
     assert jobs["seatwire-ingress"] == [
-        {"names": ["ingress"], "type": "A", "port": 8080, "refresh_interval": "30s"}
+        {"names": ["ingress"], "type": "A", "port": 9808, "refresh_interval": "30s"}
     ]
     [workers] = jobs["seatwire-workers"]
     assert (workers["type"], workers["port"]) == ("A", 9808)

@@ -5,6 +5,7 @@ configuration at start rather than at the first report."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,21 @@ def test_the_ingress_keeps_idle_connections_longer_than_its_clients_do(
     done = runner.invoke(cli, ["ingress", "--port", "1"])
     assert done.exit_code == 0, done.output
     assert ran["timeout_keep_alive"] == expected
+
+
+@pytest.mark.parametrize("command", [["demo"], ["up"]])
+def test_embedded_mode_without_its_stand_in_is_a_clear_refusal(
+    monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Where fakeredis is not installed (the production image), `seatwire demo` and `seatwire
+    up` with no SEATWIRE_REDIS_URL exit 2 saying what to set or install, not with an
+    ImportError's traceback."""
+    monkeypatch.delenv("SEATWIRE_REDIS_URL", raising=False)
+    monkeypatch.delenv("SEATWIRE_BROKER_URL", raising=False)
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # `import fakeredis` fails
+    result = runner.invoke(cli, command)
+    assert result.exit_code == 2, result.output
+    assert not isinstance(result.exception, ImportError)
+    text = " ".join(result.output.split())
+    assert "embedded mode (no SEATWIRE_REDIS_URL) needs fakeredis" in text
+    assert "set SEATWIRE_REDIS_URL" in text and "uv sync --group demo" in text

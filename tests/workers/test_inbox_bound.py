@@ -156,5 +156,5 @@ def test_messages_and_project_items_keep_the_same_bound(
     assert len(overflow_rows(c, "scout")) == 2 and c.inbox.updates("scout").overflowed == 2
     assert c.redis.hget(keys.seat_state("scout"), "notices") == b"2"  # the two put in
 
-    metrics = http.get("/metrics").text
+    metrics = http.get("/metrics", headers=AUTH).text
     assert "seatwire_inbox_overflowed_total 2.0" in metrics

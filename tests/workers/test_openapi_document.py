@@ -1,7 +1,7 @@
 """The ingress's OpenAPI document is one a client can be generated from (issue 15 point 4):
 each `/v1` write says its body, every operation its 2xx body, each `/v1` route its bearer
 scheme, every refusal is the one `Problem` (a parameter's 422 too, on the wire as in the
-document), and `/metrics` is text."""
+document), and `/metrics` is text behind the operator's token."""
 
 from __future__ import annotations
 
@@ -104,14 +104,17 @@ def test_the_tools_route_answers_the_open_tool_result(document: dict[str, Any]) 
 
 
 def test_each_v1_route_takes_the_bearer_token_of_its_role(document: dict[str, Any]) -> None:
-    """Two bearer schemes, the seat's on a seat's own routes and the operator's on the rest;
-    the operational and provider routes take none."""
+    """Two bearer schemes, the seat's on a seat's own routes and the operator's on the rest
+    and on /metrics; the other operational routes and the provider routes take none."""
     schemes = document["components"]["securitySchemes"]
     assert {n: (s["type"], s["scheme"]) for n, s in schemes.items()} == {
         "operatorToken": ("http", "bearer"),
         "seatToken": ("http", "bearer"),
     }
     for path, method, operation in operations(document):
+        if path == "/metrics":
+            assert operation["security"] == [{"operatorToken": []}], path
+            continue
         if not path.startswith("/v1/"):
             assert operation.get("security", []) == [], path
             continue
@@ -160,10 +163,12 @@ def test_a_method_the_path_does_not_take_is_405_naming_every_one_it_does(
 
 
 def test_metrics_answers_text(ingress: FastAPI, redis_client: redis.Redis) -> None:
-    """/metrics is Prometheus text, as documented."""
+    """/metrics is Prometheus text, as documented, and its refusal the one `Problem`."""
     with TestClient(ingress) as client:
-        resp = client.get("/metrics")
+        resp = client.get("/metrics", headers=AUTH)
+        refused = client.get("/metrics")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
+    assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
 
 
 def test_signed_provider_deliveries_answer_as_documented(

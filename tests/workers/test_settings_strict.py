@@ -231,3 +231,41 @@ def test_a_printed_url_never_shows_a_secret(url: str, shown: str) -> None:
     assert scrubbed(f"could not connect to {url}: refused", url) == (
         f"could not connect to {shown}: refused"
     )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:ab/cd@redis:6379/0",
+        "redis://user:ab?cd@redis:6379/0",
+        "redis://:ab#cd@redis:6379/0",
+    ],
+)
+def test_a_password_that_ends_the_host_part_early_is_refused_without_echoing_it(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """Given a Redis URL whose password holds an unencoded '/', '?' or '#' (the driver would
+    take what follows for the path and reach another host; a masked print would show the
+    password's tail), when the settings load, then they are refused naming the variable and
+    the fix, and no part of the password is in the refusal."""
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", url)
+    monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert message.startswith("SEATWIRE_REDIS_URL: the URL has an '@' after its host part")
+    assert "percent-encode" in message and "ab" not in message and "cd" not in message
+
+
+def test_a_percent_encoded_or_at_holding_password_is_taken_and_printed_masked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A password percent-encoded, or holding an '@' (the host is what follows the last
+    one), is a valid URL, printed with the password masked."""
+    for url, shown in (
+        ("redis://:ab%2Fcd@redis:6379/0", "redis://:***@redis:6379/0"),
+        ("redis://:ab@cd@redis:6379/0", "redis://:***@redis:6379/0"),
+    ):
+        monkeypatch.setenv("SEATWIRE_REDIS_URL", url)
+        monkeypatch.setenv("SEATWIRE_API_TOKEN", "t")
+        assert masked(load_settings().redis_url) == shown

@@ -19,7 +19,7 @@ from celery.contrib.testing.worker import start_worker
 
 from tests.fakes import BLOCKED_REPORT, celery_fields
 from workers import broker
-from workers.broker import push, shares_broker
+from workers.broker import publish_retrying, push, shares_broker
 from workers.celery_app import create_app
 from workers.container import Container
 from workers.queues import TASK_QUEUE, Queue, Task
@@ -145,6 +145,32 @@ def test_a_failed_push_is_retried_in_place_as_a_publish_is() -> None:
     assert client.calls == 4
     [(key, raw)] = client.pushed
     assert key == "send" and json.loads(raw)["headers"]["id"] == "wr-1:send"
+
+
+def test_a_push_waits_as_kombu_does_between_tries() -> None:
+    """The waits between tries follow the policy as kombu's retry_policy spaces a publish's:
+    interval_start, then interval_step more each time, capped at interval_max; a try that
+    gets through ends them, and one past max_retries raises the connection error itself."""
+    policy = {"max_retries": 5, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 1.2}
+    waits: list[float] = []
+    outcomes = iter([redis.ConnectionError("down")] * 4 + [None])
+
+    def lpush() -> None:
+        failure = next(outcomes)
+        if failure is not None:
+            raise failure
+
+    for attempt in publish_retrying(policy, sleep=waits.append):
+        with attempt:
+            lpush()
+    assert waits == pytest.approx([0.1, 0.6, 1.1, 1.2])
+
+    waits.clear()
+    with pytest.raises(redis.TimeoutError):
+        for attempt in publish_retrying(policy, sleep=waits.append):
+            with attempt:
+                raise redis.TimeoutError("slow")
+    assert waits == pytest.approx([0.1, 0.6, 1.1, 1.2, 1.2])
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,13 @@ Where each concern lives:
 
 - routes: v1.py (`/v1`, each router behind the bearer-token dependency of its role, a
   seat's or the operator's), slack.py and github.py (plain Starlette routes), ops.py
-  (`/healthz`, `/readyz`, `/metrics`), mcp.py (`/mcp`, the tools over MCP's streamable
-  HTTP, a seat's token; its session manager runs in the lifespan);
+  (`/healthz`, `/readyz`; `/metrics`, an operator's token), mcp.py (`/mcp`, the tools
+  over MCP's streamable HTTP, a seat's token; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it; FastAPI's refusal
   of a parameter and Starlette's 404 and 405 are answered in the same shape (http.py);
 - the OpenAPI document: each route declares its body and answers (docs.py), the provider
-  routes are added by hand (providers.py);
+  routes are added by hand (providers.py); served at `/openapi.json` without a token, with
+  no /docs page;
 - 503: `Unavailable` (journal/enqueue over budget or failed) and every error in
   `UNAVAILABLE` (Redis, broker, sockets): one handler, 503 with Retry-After, never a 2xx;
 - metrics: one ASGI middleware counts the writing routes' answers by route and status;
@@ -136,6 +137,13 @@ def create_ingress(
         version="0.1.0",
         description="Work reports in; engagements decided, guarded and sent exactly once.",
         lifespan=lifespan,
+        # No /docs nor /redoc: FastAPI's pages load their scripts from a CDN, so they render
+        # blank offline, and they would be one more thing answering without a token on the
+        # public port. /openapi.json stays open: it is the same document for every deployment
+        # (the code's routes and contracts; nothing of the org, the settings or the data), and
+        # a client generator reads it without a token.
+        docs_url=None,
+        redoc_url=None,
         exception_handlers=HANDLERS,
         generate_unique_id_function=operation_id,
         middleware=[

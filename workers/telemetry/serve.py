@@ -1,5 +1,7 @@
 """A worker's (or beat's) figures served as Prometheus text at /metrics on
-SEATWIRE_METRICS_PORT, and prometheus_client's multiprocess mode for a prefork pool.
+SEATWIRE_METRICS_PORT, and prometheus_client's multiprocess mode for a prefork pool; and the
+ingress's registry served on that port the same way (`serve_registry`), without the token its
+own /metrics route takes.
 
 Celery's prefork pool runs its tasks in child processes, each with its own `Telemetry`; the
 parent runs none and serves what they all recorded. So before the pool forks (Celery's
@@ -170,3 +172,12 @@ def serve(port: int, host: str, *, forked: bool) -> MetricsServer:
         f"multiprocess, {directory}" if directory else "this process",
     )
     return MetricsServer(host, bound, directory, server, thread)
+
+
+def serve_registry(registry: CollectorRegistry, port: int, host: str) -> MetricsServer:
+    """Serve `registry` as it is on `host:port` (port 0: any free one): the ingress's, whose
+    cluster figures are read at each scrape. An address that cannot be bound is an OSError."""
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    bound = int(server.server_address[1])
+    log.info("metrics on http://%s:%d/metrics (the ingress)", host, bound)
+    return MetricsServer(host, bound, None, server, thread)
