@@ -556,3 +556,35 @@ def test_an_escalation_whose_report_was_never_raised_is_raised_by_a_tick(
     tick(c, run.escalation.at_ms + 3 * ESCALATION_RETRY_MS)
     assert len(published.of(Task.ENGAGEMENT)) == 1
     assert t > 0
+
+
+def test_a_settle_rides_out_a_short_redis_outage_in_place(
+    noop: Container, published: Published, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settle whose first two writes meet a connection error is tried again in place
+    (tenacity, no sleep here) and settles the turn once; a fifth failure in a row is raised."""
+    from workers.stages import turns as turns_stage
+
+    monkeypatch.setattr(turns_stage.SETTLE_RETRYING, "sleep", lambda _s: None)
+    real = turns_stage.Turns._settle_once
+    failures = {"left": 2}
+
+    def flaky(self: Any, *args: Any) -> Any:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise redis.ConnectionError("reset by peer")
+        return real(self, *args)
+
+    monkeypatch.setattr(turns_stage.Turns, "_settle_once", flaky)
+    tick(noop, NOW)
+    only_scout(published)
+    assert run_published(noop, published, NOW + 1) == ["ok"]
+    assert failures["left"] == 0 and len(noop.seat_runs.get("scout").run.turns) == 1
+    failures["left"] = 5
+    directed(noop, "scout")
+    tick(noop, NOW + 1000)
+    only_scout(published)
+    with pytest.raises(redis.ConnectionError):
+        run_published(noop, published, NOW + 1001)
+    run = noop.seat_runs.get("scout").run
+    assert run.active is not None and run.active.state == "running"  # the lease settles it

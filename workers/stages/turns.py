@@ -23,19 +23,25 @@ has neither; a turn's cost becomes a cost frame (spend only under `enforcement: 
 effect is tried on its own: one that raises is logged and dead-lettered with its reason
 (`settle:<effect>:<error>`), and the others still run. An escalation written on the record
 whose report never reached the journal is raised again by the tick (`pending_escalation`).
+
+Retries: the settlement's own write rides out a Redis outage in place, with tenacity
+(`SETTLE_RETRYING`), because a Celery retry of the turn's message could not settle anything:
+its turn is running, so a new delivery starts nothing. Celery's retry stays the tool for a
+turn that did not start (a Redis error before `start_turn` wrote it): that delivery, run
+again, starts it.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 import redis
 from celery import Celery
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from contracts import Seat
 from contracts.controller import SeatRun, TurnMessage, TurnOutcome
@@ -68,7 +74,15 @@ from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.turns")
 
-SETTLE_TRIES = 5  # a settle that meets a Redis outage tries again, then leaves it to the lease
+# A settle that meets a Redis outage tries again in place (0.5, 1, 2, 4 s), then leaves the
+# turn to its lease. In place, not as a Celery retry: a new delivery of the turn's message
+# finds the turn running and starts nothing, so only this try can still settle its outcome.
+SETTLE_RETRYING = Retrying(
+    retry=retry_if_exception_type((redis.ConnectionError, redis.TimeoutError)),
+    stop=stop_after_attempt(5),
+    wait=wait_exponential(multiplier=0.5, max=4),
+    reraise=True,
+)
 
 
 @dataclass
@@ -231,14 +245,7 @@ class Turns:
         turn stays running and its lease settles it."""
         c = self.container
         seat = c.org.current()[0].seat(seat_id)
-        for attempt in range(SETTLE_TRIES):
-            try:
-                settled, now = self._settle_once(seat_id, turn_id, outcome, seat, launched)
-                break
-            except (redis.ConnectionError, redis.TimeoutError):
-                if attempt == SETTLE_TRIES - 1:
-                    raise
-                time.sleep(0.5 * 2**attempt)
+        settled, now = SETTLE_RETRYING(self._settle_once, seat_id, turn_id, outcome, seat, launched)
         apply_effects(c, self.app, seat, settled=settled, now_ms=now)
         telemetry().turn_ended(outcome.kind)
         log.info("turn %s of %s: %s", turn_id, seat_id, outcome.kind)
