@@ -626,6 +626,12 @@ def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_p
     answer, the whole JSON-RPC line on stdout, is at most 64 KiB and as full as that allows;
     no item is lost or repeated across the pages."""
     fill_inbox(world)
+    check_pages(stdio_pages(world, tmp_path))
+
+
+def stdio_pages(world: World, tmp_path: Path) -> list[Received]:
+    """scout's get_updates pages from `seatwire mcp --seat scout`, spoken to line by line,
+    each with the bytes of its JSON-RPC line on stdout (and its newline)."""
     env = {
         **os.environ,
         "SEATWIRE_REDIS_URL": str(world.settings.redis_url),
@@ -679,7 +685,7 @@ def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_p
                     process.kill()
                     await process.wait()
 
-    check_pages(anyio.run(main))
+    return anyio.run(main)
 
 
 @pytest.mark.parametrize("route", ["tool", "updates"])
@@ -801,6 +807,17 @@ def test_get_updates_item_over_a_page_alone_fits_64_kib_cut_over_http_routes(
     large = "ab€" * (LARGE // 3) + "z"
     fill_with_large(world, large)
     check_large(route_pages(world, route), large)
+
+
+def test_get_updates_item_over_a_page_alone_fits_64_kib_cut_over_stdio(
+    world: World, tmp_path: Path
+) -> None:
+    """`seatwire mcp --seat scout` on its pipes: a Slack message of 100,000 characters comes
+    on a JSON-RPC line of at most 64 KiB, alone, cut and marked `truncated`, and the next
+    page continues after it."""
+    large = "x" * LARGE
+    fill_with_large(world, large)
+    check_large(stdio_pages(world, tmp_path), large)
 
 
 # ---------------------------------------------------------------- read_thread pages as received
