@@ -14,6 +14,7 @@ from contracts.inbound import (
     SeatFacts,
     SeatVerdict,
     Trace,
+    Truncation,
     UpdatesPage,
 )
 from contracts.org import Channel, ChannelKind, LauncherSpec, Member, Org, Seat
@@ -53,6 +54,7 @@ __all__ = [
     "SendPolicy",
     "Target",
     "Trace",
+    "Truncation",
     "UpdatesPage",
     "WorkReport",
 ]

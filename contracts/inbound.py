@@ -107,6 +107,28 @@ class Directedness(Wire):
     why: str
 
 
+class Truncation(Wire):
+    """How an item too large for a page on its own (an inbox item, a thread's message) was cut
+    so that its page keeps its byte cap: the longest fields first, each to the same size, so
+    that short ones (ids) are cut only when they are themselves huge. A text keeps its
+    first characters, a list its first elements; nothing is added to what is kept. The item
+    stays whole where it is stored; only the page's copy of it is cut."""
+
+    reason: Literal["item_over_page_bytes"] = "item_over_page_bytes"
+    fields: tuple[str, ...] = Field(
+        min_length=1,
+        description="each cut field, as the dotted path of its key in the item's JSON "
+        "(`candidate.msg.body`), in the item's order",
+    )
+    original_chars: dict[str, int] = Field(
+        default_factory=dict,
+        description="a cut text's length before the cut, in characters (code points), by path",
+    )
+    original_items: dict[str, int] = Field(
+        default_factory=dict, description="a cut list's length before the cut, by path"
+    )
+
+
 class InboxItem(Wire):
     """A directed event in a seat's inbox, at its position."""
 
@@ -119,6 +141,14 @@ class InboxItem(Wire):
     why: str
     at_ms: int
     candidate: Candidate
+    # Left out of the JSON when the item is whole: a stored item never carries it, and a
+    # page's usual items are not made longer by it.
+    truncated: Truncation | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="present only on an item cut to fit its page (it was larger than a page "
+        "on its own): which fields were cut and how long they were",
+    )
 
 
 class UpdatesPage(Wire):

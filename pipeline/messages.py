@@ -9,7 +9,8 @@ underscores. The message's id is derived from (sender, client_message_id), so a 
 same message; the request's fingerprint (recipients as a set, body, thread) tells a replay
 from a conflicting reuse of the id. A thread is named by any of its messages; its id is the id
 of its first message. A page of a thread is at most 50 messages or 64 KB as its reader
-receives it (at least one message), continued by an opaque cursor.
+receives it (at least one message; one over that alone comes cut to fit and marked, as
+pipeline/paging.py `fit_alone` says), continued by an opaque cursor.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from contracts import Candidate, Directedness
+from contracts import Candidate, Directedness, InboxItem
 from pipeline.paging import json_bytes
 from tests.fakes import Placed, place
 from workers.stores import keys
@@ -152,3 +152,39 @@ def test_a_page_fits_the_measure_it_is_given(inbox: Seats) -> None:
     assert [i.position for i in inbox.updates("scout").items] == [1, 2, 3]
     second = inbox.ack("scout", first.position, twice)
     assert [i.position for i in second.items] == [2] and second.has_more
+
+
+def test_an_item_over_a_page_alone_comes_cut_at_its_position_and_stays_whole(
+    inbox: Seats, redis_client: redis.Redis
+) -> None:
+    """A 100,000-character body behind a small item waits for a page of its own, comes there
+    cut to fit 64 KiB and marked, again until acknowledged, while the stored item keeps its
+    whole body; acknowledging it leads to the next item, whole."""
+    body = "".join(chr(ord("a") + n % 26) for n in range(100_000))
+    for n, text in ((1, "small"), (2, body), (3, "after")):
+        inbox.append("scout", candidate(n, body=text), VERDICT)
+    first = inbox.updates("scout")
+    assert [(i.position, i.truncated) for i in first.items] == [(1, None)] and first.has_more
+    second = inbox.ack("scout", first.position)
+    assert json_bytes(second.to_wire()) <= PAGE_BYTES
+    [item] = second.items
+    assert item.position == second.position == 2 and second.has_more
+    assert item.truncated is not None and item.truncated.fields == ("candidate.msg.body",)
+    assert item.truncated.original_chars == {"candidate.msg.body": 100_000}
+    assert item.candidate.msg is not None and body.startswith(item.candidate.msg.body)
+    assert len(item.candidate.msg.body) > 60_000
+    assert second.to_wire()["items"][0]["truncated"]["originalChars"] == {
+        "candidate.msg.body": 100_000
+    }
+    assert inbox.updates("scout") == second  # the same cut, until acknowledged
+    entries = redis_client.xrange(keys.inbox("scout"), min="2-0", max="2-0")
+    assert entries is not None
+    [(_id, fields)] = entries
+    assert fields is not None
+    raw = fields[b"item"]
+    stored = InboxItem.model_validate_json(raw)
+    assert stored.candidate.msg is not None and stored.candidate.msg.body == body
+    assert stored.truncated is None and b"truncated" not in raw
+    third = inbox.ack("scout", second.position)
+    assert [(i.position, i.truncated) for i in third.items] == [(3, None)]
+    assert "truncated" not in third.to_wire()["items"][0] and not third.has_more

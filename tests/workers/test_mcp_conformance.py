@@ -51,9 +51,11 @@ from mcp.client._transport import TransportStreams
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from contracts import Candidate, Directedness
 from contracts.tool_schemas import INPUT_SCHEMAS, TOOL_NAMES
 from pipeline.work_items import WorkSummary
 from tests.auth import bearer, seat_token
+from tests.fakes import place
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.clock import now_ms
@@ -624,6 +626,12 @@ def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_p
     answer, the whole JSON-RPC line on stdout, is at most 64 KiB and as full as that allows;
     no item is lost or repeated across the pages."""
     fill_inbox(world)
+    check_pages(stdio_pages(world, tmp_path))
+
+
+def stdio_pages(world: World, tmp_path: Path) -> list[Received]:
+    """scout's get_updates pages from `seatwire mcp --seat scout`, spoken to line by line,
+    each with the bytes of its JSON-RPC line on stdout (and its newline)."""
     env = {
         **os.environ,
         "SEATWIRE_REDIS_URL": str(world.settings.redis_url),
@@ -677,7 +685,7 @@ def test_get_updates_pages_fit_64_kib_as_received_over_stdio(world: World, tmp_p
                     process.kill()
                     await process.wait()
 
-    check_pages(anyio.run(main))
+    return anyio.run(main)
 
 
 @pytest.mark.parametrize("route", ["tool", "updates"])
@@ -688,6 +696,12 @@ def test_get_updates_pages_fit_64_kib_as_received_over_http_routes(
     .../updates/ack`: each page's body is at most 64 KiB and as full as that allows; no item
     is lost or repeated across the pages."""
     fill_inbox(world)
+    check_pages(route_pages(world, route))
+
+
+def route_pages(world: World, route: str) -> list[Received]:
+    """scout's get_updates pages through `POST .../tools/get_updates` (`route` "tool") or
+    `GET .../updates` and `POST .../updates/ack` ("updates"), each with its body's bytes."""
     headers = bear(world)
 
     async def main(base: str) -> list[Received]:
@@ -708,8 +722,102 @@ def test_get_updates_pages_fit_64_kib_as_received_over_http_routes(
             return await page_through(get)
 
     with serving(world) as base:
-        pages = anyio.run(main, base)
-    check_pages(pages)
+        return anyio.run(main, base)
+
+
+# ---------------------------------------------------------------- an item over a page alone
+
+LARGE = 100_000  # characters: the most a Slack message's body may hold (MessagePart)
+MENTIONED = Directedness(directed=True, surface="mention", reason="mention", why="mentioned")
+
+
+def fill_with_large(world: World, large: str) -> None:
+    """scout's inbox: a short announcement (position 1), a Slack message whose body is
+    `large` (2), and another short announcement (3)."""
+    project = world.container.project
+    project.notify("announcement", ["scout"], by="ava", now_ms=now_ms(), body="before")
+    slack = Candidate.model_validate(
+        {
+            "family": "messaging",
+            "source": "slack",
+            "deliveryId": "Ev0LARGE",
+            "ids": {"channelId": "C1", "messageId": "1700000000.000100"},
+            "msg": {"authorId": "U0AVA", "body": large, "mentions": ["U0SCOUT"]},
+            "atMs": now_ms(),
+        }
+    )
+    place(world.container.redis, "scout", slack, MENTIONED)
+    project.notify("announcement", ["scout"], by="ava", now_ms=now_ms() + 1, body="after")
+
+
+def check_large(pages: list[Received], large: str) -> None:
+    """Every page at most CAP bytes as received; the large item comes alone on its own page,
+    at its position, cut to its body's start and marked; the pages around it come whole, and
+    the page after it continues at the next position."""
+    print(f"get_updates page bytes as received: {[size for size, _ in pages]}")
+    assert all(size <= CAP for size, _ in pages), [size for size, _ in pages]
+    got = [[item["position"] for item in page["items"]] for _, page in pages]
+    assert got == [[1], [2], [3], []], got
+    marks = [(p["acknowledged"], p["position"]) for _, p in pages]
+    assert marks == [(0, 1), (1, 2), (2, 3), (3, 3)], marks
+    assert [p["hasMore"] for _, p in pages] == [True, True, False, False]
+    [cut] = pages[1][1]["items"]
+    kept = cut["candidate"]["msg"]["body"]
+    assert cut["deliveryId"] == "Ev0LARGE" and large.startswith(kept) and len(kept) > 4_000
+    assert cut["truncated"] == {
+        "reason": "item_over_page_bytes",
+        "fields": ["candidate.msg.body"],
+        "originalChars": {"candidate.msg.body": LARGE},
+        "originalItems": {},
+    }
+    assert cut["candidate"]["ids"] == {
+        "channelId": "C1",
+        "messageId": "1700000000.000100",
+        "threadRootId": None,
+        "issueId": None,
+        "callId": None,
+        "eventId": None,
+    }
+    for index in (0, 2):
+        assert "truncated" not in pages[index][1]["items"][0]
+
+
+@pytest.mark.parametrize(
+    ("mode", "large"),
+    [("auto", "x" * LARGE), ("legacy", "x" * LARGE), ("auto", "é" * LARGE)],
+    ids=["auto-ascii", "legacy-ascii", "auto-escaped"],
+)
+def test_get_updates_item_over_a_page_alone_fits_64_kib_cut_over_streamable_http(
+    world: World, mode: str, large: str
+) -> None:
+    """The SDK's client at `/mcp` (both negotiations; non-ASCII escaped on the 2026-07-28
+    path): a Slack message of 100,000 characters comes on a page of at most 64 KiB as
+    received, alone, cut and marked `truncated`, and the next page continues after it."""
+    fill_with_large(world, large)
+    check_large(http_pages(world, mode), large)
+
+
+@pytest.mark.parametrize("route", ["tool", "updates"])
+def test_get_updates_item_over_a_page_alone_fits_64_kib_cut_over_http_routes(
+    world: World, route: str
+) -> None:
+    """`POST /v1/seats/scout/tools/get_updates`, and `GET .../updates` with `POST
+    .../updates/ack`: a Slack message of 100,000 characters comes on a body of at most 64 KiB,
+    alone, cut and marked `truncated`, and the next page continues after it."""
+    large = "ab€" * (LARGE // 3) + "z"
+    fill_with_large(world, large)
+    check_large(route_pages(world, route), large)
+
+
+def test_get_updates_item_over_a_page_alone_fits_64_kib_cut_over_stdio(
+    world: World, tmp_path: Path
+) -> None:
+    """`seatwire mcp --seat scout` on its pipes: a Slack message of 100,000 characters comes
+    on a JSON-RPC line of at most 64 KiB, alone, cut and marked `truncated`, and the next
+    page continues after it."""
+    large = "x" * LARGE
+    fill_with_large(world, large)
+    check_large(stdio_pages(world, tmp_path), large)
 
 
 # ---------------------------------------------------------------- read_thread pages as received

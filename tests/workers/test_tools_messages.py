@@ -17,6 +17,8 @@ import redis
 from celery import Celery
 from fastapi.testclient import TestClient
 
+from pipeline.messages import PAGE_BYTES
+from pipeline.paging import json_bytes
 from tests.auth import as_seats
 from workers import bootstrap
 from workers.celery_app import create_app
@@ -273,6 +275,38 @@ def test_a_thread_pages_by_64_kb(world: World) -> None:
     assert len(second["messages"]) == 2 and second["next"] is None
     ids = [m["id"] for m in first["messages"] + second["messages"]]
     assert len(set(ids)) == 12
+
+
+def test_a_message_over_a_page_alone_comes_cut_and_next_goes_on(world: World) -> None:
+    """A reader whose transport makes one 2,000-character message larger than 64 KB on its
+    own (forty times over) gets it alone, cut to fit and marked, and `next` goes on to the
+    following message, whole."""
+    body = "".join(chr(ord("a") + n % 26) for n in range(2_000))
+    root = world.send("scout", "w0", ["sage"], body)
+    reply = world.send("scout", "w1", ["sage"], "short", thread_id=root["messageId"])
+    sage = world.container.org.current()[0].seat("sage")
+    assert sage is not None
+
+    def forty_times(result: object) -> int:
+        return 40 * json_bytes(result)
+
+    ctx = ToolContext(world.container, world.app, sage, world.clock(), forty_times)
+    first = call(ctx, "read_thread", {"thread_id": root["messageId"]})
+    assert forty_times(first) <= PAGE_BYTES and first["next"]
+    [cut] = first["messages"]
+    assert cut["id"] == root["messageId"] and body.startswith(cut["body"])
+    assert 0 < len(cut["body"]) < 2_000
+    assert cut["truncated"] == {
+        "reason": "item_over_page_bytes",
+        "fields": ["body"],
+        "originalChars": {"body": 2_000},
+        "originalItems": {},
+    }
+    second = call(ctx, "read_thread", {"thread_id": root["messageId"], "cursor": first["next"]})
+    assert [m["id"] for m in second["messages"]] == [reply["messageId"]]
+    assert "truncated" not in second["messages"][0] and second["next"] is None
+    whole = world.tool("sage", "read_thread", thread_id=root["messageId"])[1]
+    assert [m["body"] for m in whole["messages"]] == [body, "short"]  # stored whole
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,11 @@ integer position until the seat acknowledges them.
 
 A read returns the unacknowledged items oldest first, with `has_more`: at most 50 items, and at
 most 64 KB as the reader receives the page (the whole page in its transport's encoding, which
-the caller names; compact JSON, as the HTTP routes send it, by default), but at least one item
-even if it alone is larger. The same items come back until they are acknowledged.
+the caller names; compact JSON, as the HTTP routes send it, by default), and at least one
+item. An item larger than that on its own comes alone, its longest fields cut so that the
+page fits and marked `truncated` (pipeline/paging.py `fit_alone`), at its own position: it is
+acknowledged as any other, and the stored item stays whole. The same items come back until
+they are acknowledged.
 Acknowledging a position acknowledges every item up to it; a position that was never given
 is refused, because it would silently skip items not yet delivered.
 
@@ -23,7 +26,7 @@ from functools import cached_property
 import redis
 
 from contracts import InboxItem, LedgerRow, UpdatesPage
-from pipeline.paging import Measure, json_bytes, longest_fit
+from pipeline.paging import Measure, fit_alone, json_bytes, longest_fit
 from workers.stores import keys
 from workers.stores.journal import LEDGER_RETENTION_MS, LEDGER_STREAM_CAP
 from workers.stores.scripts import script, text
@@ -93,7 +96,8 @@ class Inbox:
 
     def updates(self, seat_id: str, measure: Measure = json_bytes) -> UpdatesPage:
         """The unacknowledged items, oldest first, one page at a time: as many as fit
-        PAGE_BYTES of `measure(page.to_wire())`, the page as its reader receives it."""
+        PAGE_BYTES of `measure(page.to_wire())`, the page as its reader receives it; a first
+        item over that alone comes cut to fit (`fit_alone`)."""
         meta = {text(k): int(v) for k, v in self.r.hgetall(keys.inbox_meta(seat_id)).items()}
         acked, last = meta.get("acked", 0), meta.get("last", 0)
         overflowed = meta.get("overflowed", 0) - meta.get("overflowSeen", 0)
@@ -117,7 +121,17 @@ class Inbox:
                 overflowed=overflowed,
             )
 
-        return page(longest_fit(len(items), lambda n: measure(page(n).to_wire()), PAGE_BYTES))
+        n = longest_fit(len(items), lambda n: measure(page(n).to_wire()), PAGE_BYTES)
+        if n != 1:
+            return page(n)
+        alone = page(1)
+        wire = alone.to_wire()
+        item, cut = fit_alone(
+            wire["items"][0], lambda one: measure({**wire, "items": [one]}), PAGE_BYTES
+        )
+        if cut is None:
+            return alone
+        return alone.model_copy(update={"items": (InboxItem.model_validate(item),)})
 
     def overflowed(self) -> int | None:
         """How many items every seat's inbox has refused for being full (None when Redis does

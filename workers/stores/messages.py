@@ -26,7 +26,7 @@ from typing import Any, cast
 import redis
 
 from pipeline import messages as rules
-from pipeline.paging import longest_fit
+from pipeline.paging import fit_alone, longest_fit
 from workers.stores import keys
 from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
 from workers.stores.scripts import script, text
@@ -143,7 +143,9 @@ class Messages:
     def page(self, thread_id: str, after: int | None, size: Callable[[Page], int]) -> Page:
         """The thread's messages after place `after` (from the start when None), oldest
         first, one page: at most 50 messages, and as many as fit 64 KB of `size(page)` (the
-        page as its reader receives it), at least one."""
+        page as its reader receives it), at least one; a first message over that alone comes
+        cut to fit, marked `truncated` (pipeline/paging.py `fit_alone`), and stays whole
+        where it is stored."""
         low = "-inf" if after is None else f"({after}"
         found = cast(
             Sequence[tuple[bytes, float]],
@@ -174,4 +176,13 @@ class Messages:
         def page(n: int) -> Page:
             return Page(messages[:n], kept[n - 1][1], len(found) > n)
 
-        return page(longest_fit(len(kept), lambda n: size(page(n)), rules.PAGE_BYTES))
+        n = longest_fit(len(kept), lambda n: size(page(n)), rules.PAGE_BYTES)
+        if n != 1:
+            return page(n)
+        alone = page(1)
+        message, _cut = fit_alone(
+            messages[0],
+            lambda one: size(Page((one,), alone.last_score, alone.more)),
+            rules.PAGE_BYTES,
+        )
+        return Page((message,), alone.last_score, alone.more)

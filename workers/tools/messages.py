@@ -7,7 +7,9 @@ controller run it; the sender never gets its own message. A retry with the same
 `client_message_id` and the same content answers the original receipt and sends nothing; the
 same id with another recipient set, body or thread is a 409. A sender is held to one message
 every 5 seconds and 60 an hour, and a 429 says when the next one is allowed. `read_thread`
-pages a thread, oldest first, for any seat of the project.
+pages a thread, oldest first, for any seat of the project; a message too large for a page on
+its own comes cut and marked `truncated` (a body within the 2,000 characters fits a page
+alone; the cap is kept for whatever a stored message holds, not by trusting that limit).
 """
 
 from __future__ import annotations
@@ -106,8 +108,10 @@ def send_message(ctx: ToolContext, args: SendMessage) -> dict[str, Any]:
 @tool(
     "read_thread",
     "Returns a page of a thread, oldest first: up to 50 messages or 64 KB as you receive it "
-    "(at least one), and "
-    "a `next` cursor when there are more. `thread_id` is the id of any message in the thread. "
+    "(at least one; a message larger than that on its own comes alone and cut to fit, with "
+    "`truncated` listing each cut field and its full length, and no call returns the rest), "
+    "and a `next` cursor when there are more. `thread_id` is the id of any message in the "
+    "thread. "
     "Use after_message_id (a message of the thread) to skip what you have read, without "
     "cursor; continue with `next`. Any agent of the project may read any thread; new "
     "deliveries still come through get_updates.",

@@ -6,7 +6,9 @@ start time), the project's `started`/`paused` flags (what the work controller re
 time. `find_agents` pages the seats by name (20 a page, an opaque cursor), with their
 operator, contact freshness from their last tool call and the last run phase the controller
 recorded. `get_updates` is the seat's inbox (workers/stores/inbox.py), acknowledging first
-when `ack` is given.
+when `ack` is given; an item too large for a page on its own comes cut, marked `truncated`,
+and its description says so, and that no call returns the rest: an agent must never take a
+cut text for the whole.
 """
 
 from __future__ import annotations
@@ -137,7 +139,11 @@ def find_agents(ctx: ToolContext, args: FindAgents) -> dict[str, Any]:
 @tool(
     "get_updates",
     "What was delivered to you and not yet acknowledged, oldest first (at "
-    "most 50 items or 64 KB as you receive it; a single larger item comes alone). Handle "
+    "most 50 items or 64 KB as you receive it). An item larger than that on its own comes "
+    "alone and cut to fit: its longest texts or lists shortened to their start, and "
+    "`truncated` lists each cut field with its full length. No Seatwire call returns the "
+    "rest: read the original where it was posted (`candidate.ids` names it) if you need "
+    "it. Handle "
     "them, then call again with `ack` = the `position` you "
     "got: until then the same items come back. `has_more` says there is another page. "
     "`overflowed` counts items meant for you that your inbox had no room for (it holds a "
