@@ -42,6 +42,7 @@ import pytest
 import yaml
 
 from bench.chaos import TOKEN, Fleet, RedisServer, fleet_env
+from tests.procs import alive
 from workers.settings import REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -147,14 +148,6 @@ def agent_log(tmp: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def parent_of(pid: int) -> int:

@@ -12,12 +12,14 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from contracts.controller import AgentProcess
+from tests.procs import alive
 from workers.outbound import agents
 from workers.outbound.command import run_command
 
@@ -48,15 +50,6 @@ def wait_until(what: str, probe: Callable[[], R | None], within_s: float = WAIT_
         if time.monotonic() > end:
             raise AssertionError(f"{what}: not within {within_s} s")
         time.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def pids(path: Path) -> tuple[int, int] | None:
@@ -99,13 +92,16 @@ def worker(tmp_path: Path, pid_file: Path, *, time_limit_s: float = 120.0) -> su
     )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
-def test_the_agent_and_its_tools_end_when_their_worker_dies(
-    tmp_path: Path, reap: list[int], signum: signal.Signals
-) -> None:
-    """The worker that started an agent dies (SIGKILL, or SIGTERM which Python does not
-    handle): its keeper ends the agent and every tool in its group, long before the agent's
-    own 120 s limit."""
+@dataclass(frozen=True)
+class Started:
+    worker: subprocess.Popen[str]
+    group: int  # the keeper's pid, the agent's process group
+    agent: int
+    tool: int
+
+
+def start(tmp_path: Path, reap: list[int]) -> Started:
+    """A worker running the agent, once the agent and its tool have started."""
     pid_file = tmp_path / "pids"
     w = worker(tmp_path, pid_file)
     reap.append(w.pid)
@@ -113,25 +109,31 @@ def test_the_agent_and_its_tools_end_when_their_worker_dies(
     group = int(w.stdout.readline())
     reap.append(group)
     agent, tool = wait_until("the agent's pids", lambda: pids(pid_file))
+    return Started(w, group, agent, tool)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_the_agent_and_its_tools_end_when_their_worker_dies(
+    tmp_path: Path, reap: list[int], signum: signal.Signals
+) -> None:
+    """The worker that started an agent dies (SIGKILL, or SIGTERM which Python does not
+    handle): its keeper ends the agent and every tool in its group, long before the agent's
+    own 120 s limit."""
+    s = start(tmp_path, reap)
+    agent, tool, group = s.agent, s.tool, s.group
     assert os.getpgid(agent) == group and os.getpgid(tool) == group
-    os.kill(w.pid, signum)
-    w.wait()
+    os.kill(s.worker.pid, signum)
+    s.worker.wait()
     wait_until("the agent and its tool gone", lambda: not alive(agent) and not alive(tool))
     wait_until("the keeper gone", lambda: not alive(group))
 
 
 def test_the_agent_ends_with_its_keeper(tmp_path: Path, reap: list[int]) -> None:
     """A keeper that is SIGKILLed itself takes the agent with it."""
-    pid_file = tmp_path / "pids"
-    w = worker(tmp_path, pid_file)
-    reap += [w.pid]
-    assert w.stdout is not None
-    group = int(w.stdout.readline())
-    reap.append(group)
-    agent, _tool = wait_until("the agent's pids", lambda: pids(pid_file))
-    os.kill(group, signal.SIGKILL)  # the keeper leads the group: its pid is the group id
-    wait_until("the agent gone", lambda: not alive(agent))
-    w.wait(timeout=WAIT_S)
+    s = start(tmp_path, reap)
+    os.kill(s.group, signal.SIGKILL)  # the keeper leads the group: its pid is the group id
+    wait_until("the agent gone", lambda: not alive(s.agent))
+    s.worker.wait(timeout=WAIT_S)
 
 
 def test_the_backstop_ends_the_group_even_while_the_worker_lives(
@@ -159,24 +161,18 @@ def test_the_backstop_ends_the_group_even_while_the_worker_lives(
 def test_a_running_agent_is_ours_then_gone_once_killed(tmp_path: Path, reap: list[int]) -> None:
     """While the agent runs, its group (led by its keeper) is `ours`; `kill` ends it and
     proves it gone."""
-    pid_file = tmp_path / "pids"
-    w = worker(tmp_path, pid_file)
-    reap.append(w.pid)
-    assert w.stdout is not None
-    group = int(w.stdout.readline())
-    reap.append(group)
-    wait_until("the agent's pids", lambda: pids(pid_file))
+    s = start(tmp_path, reap)
     agent = AgentProcess(
         turn_id="s:turn:1",
         host=agents.host_id(),
         until_ms=0,
-        pgid=group,
-        leader_start=agents.start_ticks(group),
+        pgid=s.group,
+        leader_start=agents.start_ticks(s.group),
     )
     assert agents.look(agent).verdict == "ours"
     after = agents.kill(agent, wait_s=WAIT_S)
     assert after.verdict == "gone", after.why
-    w.wait(timeout=WAIT_S)
+    s.worker.wait(timeout=WAIT_S)
 
 
 def test_a_group_left_without_its_keeper_is_ours_by_the_turns_mark(
