@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bench.chaos import redis_server
 from contracts import Limits, WorkReport
@@ -29,6 +31,7 @@ from tests.fakes import BLOCKED_REPORT, queued, run_task
 from workers import bootstrap
 from workers.broker import publish
 from workers.celery_app import create_app
+from workers.embedded import free_port
 from workers.errors import PermanentError, TransientError
 from workers.org import OrgSource
 from workers.outbound.file import FileOutbox
@@ -431,6 +434,26 @@ def test_a_sweep_that_cannot_read_the_broker_copies_and_says_so(
     assert report.requeued == [task_id("t-blind", Queue.ENGAGEMENT)] and report.waiting == 0
     assert len(queued(redis_client, Queue.ENGAGEMENT)) == 2
     assert UNSEEN in caplog.text
+
+
+def test_a_broker_that_cannot_be_read_is_swept_as_unseen(
+    stages: Stages,
+    redis_client: redis.Redis,
+    app: Celery,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broker Redis whose queues cannot be read at a tick (nothing listens on its port)
+    does not stop the sweep: the overdue entry is re-enqueued as unseen, the error logged."""
+    accept_work(stages.journal, "t-unread")
+    down = redis.Redis(port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+    sweep = Sweeper(redis_client, broker=down, deadline_ms=DEADLINE, max_deliveries=5, batch=9)
+    with caplog.at_level(logging.WARNING, logger="seatwire.sweeper"):
+        report = sweep.sweep(app, now_ms=LATE)
+    assert report.requeued == [task_id("t-unread", Queue.ENGAGEMENT)]
+    assert "could not read the broker's queues" in caplog.text and UNSEEN in caplog.text
+    assert [m["id"] for m in queued(redis_client, Queue.ENGAGEMENT)] == [
+        task_id("t-unread", Queue.ENGAGEMENT)
+    ]
 
 
 def test_a_message_a_worker_is_running_is_never_copied(

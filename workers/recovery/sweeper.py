@@ -34,7 +34,9 @@ one) cannot be read without taking its messages, so there the sweep cannot tell 
 message from a lost one: each entry still waiting past its deadline is copied once a
 deadline, its log line says its queue went unseen, and the copies cost redundant stage runs,
 never an effect (once one start has moved the entry on, none of them dead-letters it). A
-journal deadline above the longest queue wait expected keeps them rare.
+journal deadline above the longest queue wait expected keeps them rare. A Redis broker whose
+queues cannot be read at a tick (down, say) is swept the same way for that tick, with the
+error logged: the look only spares copies, and must never stop the recovery.
 
 Safe to run concurrently or twice: each entry is claimed by a compare-and-set on its
 deadline in Lua (workers/stores/lua/sweep_claim.lua), so only one sweep re-enqueues it; and
@@ -173,12 +175,13 @@ class Overdue:
     state: str  # as read: the message was built from it
     plan: Plan
     waiting: bool = False  # its message is in its stage's queue
+    seen: bool = False  # its stage's queue was read on the broker (else a copy is blind)
 
 
 # A Celery message on kombu's Redis transport is JSON whose headers carry the task id.
 _TASK_ID = re.compile(rb'"id": ?"([^"]+)"')
 SCAN_CHUNK = 1000
-UNSEEN = "its queue unseen (the broker is no Redis the sweep can read)"
+UNSEEN = "its queue unseen (a broker the sweep cannot read)"
 
 
 def queued_task_ids(client: redis.Redis, queue: str, wanted: set[str]) -> set[str]:
@@ -259,12 +262,16 @@ class Sweeper:
             if o.plan.message is not None and not o.plan.give_up:
                 by_queue.setdefault(o.plan.queue, set()).add(task_id(o.tracking_id, o.plan.queue))
         queued: set[str] = set()
-        for queue, wanted in by_queue.items():
-            queued |= queued_task_ids(self.broker, queue.value, wanted)
-        if not queued:
+        try:
+            for queue, wanted in by_queue.items():
+                queued |= queued_task_ids(self.broker, queue.value, wanted)
+        except Exception:
+            # The look only spares copies: a broker that cannot be read (down, or a URL
+            # option redis-py refuses) must not stop the sweep that recovers lost messages.
+            log.exception("could not read the broker's queues: overdue entries copied unseen")
             return found
         return [
-            replace(o, waiting=True) if task_id(o.tracking_id, o.plan.queue) in queued else o
+            replace(o, seen=True, waiting=task_id(o.tracking_id, o.plan.queue) in queued)
             for o in found
         ]
 
@@ -328,7 +335,7 @@ class Sweeper:
         if verb == "requeue":
             if self._publish(app, o.plan, tid):
                 report.requeued.append(tid_q)
-                seen = "neither queued" if self.broker is not None else UNSEEN
+                seen = "neither queued" if o.seen else UNSEEN
                 log.warning(
                     "re-enqueued %s: past its deadline in state %s, %s nor running "
                     "(%s deliveries started)",
