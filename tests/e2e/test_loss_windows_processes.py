@@ -145,10 +145,11 @@ def test_7_a_stage_hand_off_broken_between_the_state_move_and_its_publish_loses_
     8 reply lost), all 16 in the window (state moved); 16 published again through the proxy
     by redis-py's retry inside kombu's client, 0 or 1 publish errors reaching a stage;
     re-enqueued by the sweeper 0, 0 and 0; D = L = G = 0; 23, 21 and 24 s. With both
-    workers SIGSTOPped by hand for 12 s mid-load, so that the queues wait past the deadline:
-    39 overdue entries found still queued and left, 2 copied (messages a stopped worker had
-    taken and not started: in no queue, running nowhere), 2 redundant stage runs; the same
-    pause when the sweep looked in the stores' database instead copied 50, all redundant."""
+    workers SIGSTOPped by hand for 12 s mid-load, so that the queues wait past the deadline
+    (2 runs): 39 and 43 overdue entries found still queued and left, 2 and 2 copied (messages
+    a stopped worker had taken and not started: in no queue, running nowhere), 2 and 2
+    redundant stage runs; the same pause when the sweep looked in the stores' database
+    instead copied 50, all redundant."""
     rule = HandOffResets(server, every=6, limit=8)
     proxy = RespProxy(server.port, rule).start()
     try:
