@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
+from workers.broker import shares_broker
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import ConfigError
@@ -45,7 +47,7 @@ from workers.stores.work import WorkItems
 
 log = logging.getLogger("seatwire.bootstrap")
 
-__all__ = ["Container", "Provider", "build_container", "now_ms", "redis_client"]
+__all__ = ["Container", "Provider", "broker_client", "build_container", "now_ms", "redis_client"]
 
 
 def redis_client(url: str) -> redis.Redis:
@@ -57,6 +59,19 @@ def redis_client(url: str) -> redis.Redis:
         health_check_interval=30,
         retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=5),
     )
+
+
+def broker_client(settings: Settings, client: redis.Redis) -> redis.Redis | None:
+    """The Redis that holds the broker's queues, for the sweeper to look for a waiting
+    message in: `client` when the broker is the stores' own database, a client of its own
+    when it is another Redis database or server, None when the broker is nothing a Redis
+    client can read (AMQP, a failover list of URLs, Sentinel, the embedded in-memory one)."""
+    if shares_broker(settings):
+        return client
+    url = settings.broker_url
+    if url is None or ";" in url or urlsplit(url).scheme not in ("redis", "rediss"):
+        return None
+    return redis_client(url)
 
 
 def outbound_for(settings: Settings, org: OrgSource, client: redis.Redis) -> Outbound:
@@ -120,6 +135,7 @@ def build_container(
     return Container(
         settings=settings,
         redis=client,
+        broker_redis=broker_client(settings, client),
         journal=journal,
         ledger=ledger,
         org=org,

@@ -1,6 +1,7 @@
 """What a process's stages and routes work with: its settings, its Redis and the stores and
-adapter built on it. Data only; `workers/bootstrap.py` is the one place that builds it, and
-hands it to the tasks when they are registered and to the ingress when it is created.
+adapter built on it, and the broker's Redis when the broker is one. Data only;
+`workers/bootstrap.py` is the one place that builds it, and hands it to the tasks when they
+are registered and to the ingress when it is created.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from workers.stores.work import WorkItems
 @dataclass
 class Container:
     settings: Settings
+    # The Redis the broker's queues are in (the stores' own client when shared); None when
+    # the broker is no Redis (workers/bootstrap.py `broker_client`). Declared before `redis`,
+    # whose field name would hide the module here.
+    broker_redis: redis.Redis | None
     redis: redis.Redis
     journal: Journal
     ledger: Ledger

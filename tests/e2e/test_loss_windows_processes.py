@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import pytest
 
 from bench.chaos import Load, RedisServer, figures, settle
-from tests.e2e.proxied import overshoot, proxied_fleet, sends_per_person
+from tests.e2e.proxied import ProxiedFleet, overshoot, proxied_fleet, sends_per_person
 from tests.e2e.proxy import Action, Link, RespProxy
 from workers.stores import keys
 from workers.stores.scripts import source
@@ -31,6 +31,7 @@ from workers.stores.scripts import source
 pytestmark = pytest.mark.e2e
 
 _ARGSREPR = re.compile(rb'"argsrepr": ?"\[([^\]"]+)\]"')
+_STILL_QUEUED = re.compile(r"sweep: (\d+) overdue still queued")
 
 
 def check(fig: dict[str, Any]) -> None:
@@ -53,6 +54,16 @@ def redeliveries(server: RedisServer, trackings: list[str]) -> int:
         total += sum(int(v) - 1 for v in values if v.isdigit() and int(v) > 1)
     client.close()
     return total
+
+
+def left_waiting(f: ProxiedFleet) -> int:
+    """Overdue entries beat's sweeps found still waiting in their queue and left uncopied
+    (only their deadline moved), summed over its log."""
+    return sum(
+        int(n)
+        for log in f.workdir.glob("beat*.log")
+        for n in _STILL_QUEUED.findall(log.read_text(errors="replace"))
+    )
 
 
 class HandOffResets:
@@ -127,14 +138,18 @@ def test_7_a_stage_hand_off_broken_between_the_state_move_and_its_publish_loses_
     doubt: half are reset before Redis sees them (not written), half lose their reply after
     Redis wrote them (written, the worker sees a reset). Every broken hand-off is published
     again (the publish retry, on a new connection): a written one twice, which the next
-    stage runs once. Every accepted report ends final, D = L = G = 0. Figures of 3 runs
-    (the third with two CPU hogs): 120 accepted; 16 broken (8 reset, 8 reply lost), all 16
-    in the window (state moved); 16 published again through the proxy by redis-py's retry
-    inside kombu's client, 0 publish errors reaching a stage; re-enqueued by the sweeper 0,
-    0 and 106 (under the hogs the queues ran more than the 8 s journal deadline behind, and
-    the sweeper's "already queued?" look reads the stores' database, not the broker's, so it
-    copied messages that were only waiting: 85 redundant stage runs, no effect); D = L = G
-    = 0; 30, 31 and 51 s."""
+    stage runs once. Every accepted report ends final, D = L = G = 0. A message only waiting
+    in its queue past the 8 s journal deadline is left there: the sweep looks for it in the
+    broker's database (`left_waiting_by_sweeper` counts those it found). Figures of 3 runs
+    (the second with two CPU hogs, the third with four): 120 accepted; 16 broken (8 reset,
+    8 reply lost), all 16 in the window (state moved); 16 published again through the proxy
+    by redis-py's retry inside kombu's client, 0 or 1 publish errors reaching a stage;
+    re-enqueued by the sweeper 0, 0 and 0; D = L = G = 0; 23, 21 and 24 s. With both
+    workers SIGSTOPped by hand for 12 s mid-load, so that the queues wait past the deadline
+    (2 runs): 39 and 43 overdue entries found still queued and left, 2 and 2 copied (messages
+    a stopped worker had taken and not started: in no queue, running nowhere), 2 and 2
+    redundant stage runs; the same pause when the sweep looked in the stores' database
+    instead copied 50, all redundant."""
     rule = HandOffResets(server, every=6, limit=8)
     proxy = RespProxy(server.port, rule).start()
     try:
@@ -149,7 +164,9 @@ def test_7_a_stage_hand_off_broken_between_the_state_move_and_its_publish_loses_
             load.stop()
             states = settle(server, load, timeout=60)
             fig = figures(server, f, load, states)
-            swept = f.logged("re-enqueued", prefix="beat")
+            # The copies' own lines: a busy sweep's summary line says "re-enqueued" too.
+            swept = f.lines("re-enqueued", "past its deadline", prefix="beat")
+            waited = left_waiting(f)
             stage_errors = f.logged("] retry: ") + f.logged("gave up on")
         fig["stage_runs_repeated"] = redeliveries(server, list(load.accepted))
     finally:
@@ -161,6 +178,7 @@ def test_7_a_stage_hand_off_broken_between_the_state_move_and_its_publish_loses_
     fig["republished_through_proxy"] = rule.republished()
     fig["publish_errors_reaching_a_stage"] = stage_errors
     fig["requeued_by_sweeper"] = swept
+    fig["left_waiting_by_sweeper"] = waited
     check(fig)
     assert fig["reset_before_written"] == {"guardrails": 4, "send": 4}, "not every break landed"
     assert fig["reply_lost_after_written"] == {"guardrails": 4, "send": 4}

@@ -7,12 +7,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
+from bench.chaos import redis_server
 from contracts import Limits, WorkReport
 from contracts.inbound import Candidate
 from contracts.messages import (
@@ -21,15 +26,18 @@ from contracts.messages import (
     ReservedEnvelope,
     WorkEnvelope,
 )
+from tests.e2e.cluster import needs_redis_server
 from tests.fakes import BLOCKED_REPORT, queued, run_task
 from workers import bootstrap
+from workers.broker import publish
 from workers.celery_app import create_app
+from workers.embedded import free_port
 from workers.errors import PermanentError, TransientError
 from workers.org import OrgSource
 from workers.outbound.file import FileOutbox
 from workers.queues import Queue, Task, task_id
 from workers.recovery.parking import release_due
-from workers.recovery.sweeper import Sweeper, run_tick, tick
+from workers.recovery.sweeper import UNSEEN, Sweeper, run_tick, tick
 from workers.settings import BUNDLED_ORG, Settings
 from workers.stages import Stages
 from workers.stages.base import retry_bound_s
@@ -81,7 +89,7 @@ def letters(redis_client: redis.Redis) -> DeadLetters:
 
 
 def sweeper(r: redis.Redis) -> Sweeper:
-    return Sweeper(r, deadline_ms=DEADLINE, max_deliveries=5, batch=500)
+    return Sweeper(r, broker=r, deadline_ms=DEADLINE, max_deliveries=5, batch=500)
 
 
 def accept_work(journal: Journal, tracking: str, report: dict[str, Any] = BLOCKED) -> WorkEnvelope:
@@ -342,6 +350,112 @@ def test_a_message_still_waiting_in_its_queue_is_never_copied(
     assert (started.run, started.deliveries) == (True, 2) and letters.count() == 0
 
 
+def test_a_message_waiting_on_a_broker_in_another_database_is_not_copied(
+    tmp_path: Path,
+) -> None:
+    """With the broker in another database than the stores (SEATWIRE_BROKER_URL), an overdue
+    entry whose message waits in the broker's queue only has its deadline moved, while one
+    whose message is in no queue is re-enqueued: the sweep reads the broker's database."""
+    needs_redis_server()
+    with redis_server(tmp_path / "redis") as server:
+        settings = Settings(
+            redis_url=server.url,
+            broker_url=f"redis://127.0.0.1:{server.port}/1",
+            api_token="t",
+            outbox_path=tmp_path / "outbox.jsonl",
+            journal_deadline_ms=DEADLINE,
+        )
+        app = create_app(settings, register=False)
+        container = bootstrap.build_container(settings, app=app)
+        journal = Journal(container.redis, deadline_ms=DEADLINE)
+        waiting = accept_work(journal, "t-waiting")
+        accept_work(journal, "t-lost")
+        publish(app, Task.ENGAGEMENT, "t-waiting", waiting.to_wire())  # onto database 1
+        broker = redis.Redis.from_url(settings.resolved_broker_url)
+        with closing(broker):
+            assert [m["id"] for m in queued(broker, Queue.ENGAGEMENT)] == [
+                task_id("t-waiting", Queue.ENGAGEMENT)
+            ]
+            report = tick(
+                container.redis,
+                app,
+                broker=container.broker_redis,
+                now_ms=LATE,
+                deadline_ms=DEADLINE,
+                max_deliveries=5,
+                batch=9,
+            )
+            assert report.waiting == 1
+            assert report.requeued == [task_id("t-lost", Queue.ENGAGEMENT)]
+            assert sorted(m["id"] for m in queued(broker, Queue.ENGAGEMENT)) == [
+                task_id("t-lost", Queue.ENGAGEMENT),
+                task_id("t-waiting", Queue.ENGAGEMENT),
+            ]
+            assert deadline(container.redis, "t-waiting") == LATE + DEADLINE
+            assert (
+                container.redis.hget(keys.deliveries("t-waiting"), keys.copies_field("engagement"))
+                is None
+            )
+
+
+def test_the_broker_client_is_the_brokers_redis_or_none() -> None:
+    """The sweeper's queue client is the stores' client when the broker is their database,
+    a client of the broker's database when it is another Redis, and None for a broker no
+    Redis client can read (AMQP, a failover list, the embedded in-memory one)."""
+    url = "redis://stores.invalid:6379/0"
+    stores = redis.Redis.from_url(url)  # never connects: only compared and inspected
+
+    def client_for(broker_url: str | None, redis_url: str | None = url) -> redis.Redis | None:
+        return bootstrap.broker_client(Settings(redis_url=redis_url, broker_url=broker_url), stores)
+
+    assert client_for(None) is stores and client_for(url) is stores
+    other = client_for("redis://broker.invalid:6380/1")
+    assert other is not None and other is not stores
+    kwargs = other.connection_pool.connection_kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs["db"]) == ("broker.invalid", 6380, 1)
+    assert client_for("amqp://guest:guest@127.0.0.1:5672//") is None
+    assert client_for("redis://broker.invalid:6380/1;redis://broker2.invalid:6380/1") is None
+    assert client_for(None, redis_url=None) is None
+
+
+def test_a_sweep_that_cannot_read_the_broker_copies_and_says_so(
+    stages: Stages,
+    redis_client: redis.Redis,
+    app: Celery,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without a broker it can read, the sweep cannot tell a waiting message from a lost
+    one: it re-enqueues the overdue entry and its log line says the queue went unseen."""
+    env = accept_work(stages.journal, "t-blind")
+    publish(app, Task.ENGAGEMENT, "t-blind", env.to_wire())
+    blind = Sweeper(redis_client, broker=None, deadline_ms=DEADLINE, max_deliveries=5, batch=9)
+    with caplog.at_level(logging.WARNING, logger="seatwire.sweeper"):
+        report = blind.sweep(app, now_ms=LATE)
+    assert report.requeued == [task_id("t-blind", Queue.ENGAGEMENT)] and report.waiting == 0
+    assert len(queued(redis_client, Queue.ENGAGEMENT)) == 2
+    assert UNSEEN in caplog.text
+
+
+def test_a_broker_that_cannot_be_read_is_swept_as_unseen(
+    stages: Stages,
+    redis_client: redis.Redis,
+    app: Celery,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broker Redis whose queues cannot be read at a tick (nothing listens on its port)
+    does not stop the sweep: the overdue entry is re-enqueued as unseen, the error logged."""
+    accept_work(stages.journal, "t-unread")
+    down = redis.Redis(port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+    sweep = Sweeper(redis_client, broker=down, deadline_ms=DEADLINE, max_deliveries=5, batch=9)
+    with caplog.at_level(logging.WARNING, logger="seatwire.sweeper"):
+        report = sweep.sweep(app, now_ms=LATE)
+    assert report.requeued == [task_id("t-unread", Queue.ENGAGEMENT)]
+    assert "could not read the broker's queues" in caplog.text and UNSEEN in caplog.text
+    assert [m["id"] for m in queued(redis_client, Queue.ENGAGEMENT)] == [
+        task_id("t-unread", Queue.ENGAGEMENT)
+    ]
+
+
 def test_a_message_a_worker_is_running_is_never_copied(
     stages: Stages, redis_client: redis.Redis, app: Celery, letters: DeadLetters
 ) -> None:
@@ -395,14 +509,28 @@ def test_a_deposed_beats_sweep_claims_nothing(
     and moves no deadline; with the newest token it sweeps as usual."""
     accept_work(stages.journal, "t-fence")
     redis_client.set(keys.BEAT_EPOCH, 7)
-    stale = Sweeper(redis_client, deadline_ms=DEADLINE, max_deliveries=5, batch=500, fence=6)
+    stale = Sweeper(
+        redis_client,
+        broker=redis_client,
+        deadline_ms=DEADLINE,
+        max_deliveries=5,
+        batch=500,
+        fence=6,
+    )
     report = stale.sweep(app, now_ms=LATE)
     assert report.fenced == 1 and report.requeued == []
     assert (
         queued(redis_client, Queue.ENGAGEMENT) == []
         and deadline(redis_client, "t-fence") == NOW + DEADLINE
     )
-    current = Sweeper(redis_client, deadline_ms=DEADLINE, max_deliveries=5, batch=500, fence=7)
+    current = Sweeper(
+        redis_client,
+        broker=redis_client,
+        deadline_ms=DEADLINE,
+        max_deliveries=5,
+        batch=500,
+        fence=7,
+    )
     assert current.sweep(app, now_ms=LATE).requeued == [task_id("t-fence", Queue.ENGAGEMENT)]
 
 
@@ -632,9 +760,25 @@ def test_a_parked_entry_is_not_taken_for_a_lost_one(
     due = NOW + 8 * 3_600_000
     park(redis_client, Task.SEND, "t-quiet", {"trackingId": "t-quiet"}, due, "quiet hours")
     assert deadline(redis_client, "t-quiet") == due + 300_000
-    report = tick(redis_client, app, now_ms=LATE, deadline_ms=DEADLINE, max_deliveries=5, batch=9)
+    report = tick(
+        redis_client,
+        app,
+        broker=redis_client,
+        now_ms=LATE,
+        deadline_ms=DEADLINE,
+        max_deliveries=5,
+        batch=9,
+    )
     assert not report.busy
-    report = tick(redis_client, app, now_ms=due, deadline_ms=DEADLINE, max_deliveries=5, batch=9)
+    report = tick(
+        redis_client,
+        app,
+        broker=redis_client,
+        now_ms=due,
+        deadline_ms=DEADLINE,
+        max_deliveries=5,
+        batch=9,
+    )
     assert report.released == 1 and report.requeued == []
     assert [m["id"] for m in queued(redis_client, Queue.SEND)] == [task_id("t-quiet", Queue.SEND)]
 

@@ -12,8 +12,9 @@ a publish that never landed; with the sweeper, recovery is a matter of the deadl
 
 A message merely waiting in a long queue (a stage pool that is down) also looks stuck past
 its deadline; so is one still running. Neither is copied: the sweep looks for the entry's
-task id in its stage's queue (`queued_task_ids`, one pass over each queue that has an
-overdue entry) and the claim looks for the running mark a worker sets when it starts the
+task id in its stage's queue where the broker keeps it (`queued_task_ids`, one pass over each
+queue that has an overdue entry, on the broker's Redis: the stores' own database, or another
+database or server) and the claim looks for the running mark a worker sets when it starts the
 message (stage_start.lua, in delivery_count.lua or the stage's first script: a first
 delivery's mark comes with that script, workers/stages/base.py `Start`); either only moves the
 deadline on. So does an entry whose state moved within a deadline: on a broker that is not the
@@ -27,6 +28,15 @@ counted nothing. At `max_deliveries` started deliveries with no progress the ent
 dead-lettered (`stuck`). A message a worker has taken but not yet started (prefetched behind
 a running one) is in neither place and may be copied once; the copy costs a redundant
 message, never an effect (every stage is idempotent for its tracking id).
+
+A broker that is no Redis (AMQP, a failover list of URLs, Sentinel, the embedded in-memory
+one) cannot be read without taking its messages, so there the sweep cannot tell a waiting
+message from a lost one: each entry still waiting past its deadline is copied once a
+deadline, its log line says its queue went unseen, and the copies cost redundant stage runs,
+never an effect (once one start has moved the entry on, none of them dead-letters it). A
+journal deadline above the longest queue wait expected keeps them rare. A Redis broker whose
+queues cannot be read at a tick (down, say) is swept the same way for that tick, with the
+error logged: the look only spares copies, and must never stop the recovery.
 
 Safe to run concurrently or twice: each entry is claimed by a compare-and-set on its
 deadline in Lua (workers/stores/lua/sweep_claim.lua), so only one sweep re-enqueues it; and
@@ -165,11 +175,13 @@ class Overdue:
     state: str  # as read: the message was built from it
     plan: Plan
     waiting: bool = False  # its message is in its stage's queue
+    seen: bool = False  # its stage's queue was read on the broker (else a copy is blind)
 
 
 # A Celery message on kombu's Redis transport is JSON whose headers carry the task id.
 _TASK_ID = re.compile(rb'"id": ?"([^"]+)"')
 SCAN_CHUNK = 1000
+UNSEEN = "its queue unseen (a broker the sweep cannot read)"
 
 
 def queued_task_ids(client: redis.Redis, queue: str, wanted: set[str]) -> set[str]:
@@ -197,12 +209,14 @@ class Sweeper:
         self,
         client: redis.Redis,
         *,
+        broker: redis.Redis | None,
         deadline_ms: int = 300_000,
         max_deliveries: int = 5,
         batch: int = 500,
         fence: int | None = None,
     ) -> None:
         self.r = client
+        self.broker = broker  # where the queues are read; None: a broker it cannot read
         self.deadline_ms = deadline_ms
         self.max_deliveries = max_deliveries
         self.batch = batch
@@ -240,18 +254,24 @@ class Sweeper:
         return self._mark_waiting(found)
 
     def _mark_waiting(self, found: list[Overdue]) -> list[Overdue]:
-        """Mark the entries whose message is waiting in its stage's queue."""
+        """Mark the entries whose message is waiting in its stage's queue on the broker."""
+        if self.broker is None:
+            return found
         by_queue: dict[Queue, set[str]] = {}
         for o in found:
             if o.plan.message is not None and not o.plan.give_up:
                 by_queue.setdefault(o.plan.queue, set()).add(task_id(o.tracking_id, o.plan.queue))
         queued: set[str] = set()
-        for queue, wanted in by_queue.items():
-            queued |= queued_task_ids(self.r, queue.value, wanted)
-        if not queued:
+        try:
+            for queue, wanted in by_queue.items():
+                queued |= queued_task_ids(self.broker, queue.value, wanted)
+        except Exception:
+            # The look only spares copies: a broker that cannot be read (down, or a URL
+            # option redis-py refuses) must not stop the sweep that recovers lost messages.
+            log.exception("could not read the broker's queues: overdue entries copied unseen")
             return found
         return [
-            replace(o, waiting=True) if task_id(o.tracking_id, o.plan.queue) in queued else o
+            replace(o, seen=True, waiting=task_id(o.tracking_id, o.plan.queue) in queued)
             for o in found
         ]
 
@@ -315,11 +335,13 @@ class Sweeper:
         if verb == "requeue":
             if self._publish(app, o.plan, tid):
                 report.requeued.append(tid_q)
+                seen = "neither queued" if o.seen else UNSEEN
                 log.warning(
-                    "re-enqueued %s: past its deadline in state %s, neither queued nor "
-                    "running (%s deliveries started)",
+                    "re-enqueued %s: past its deadline in state %s, %s nor running "
+                    "(%s deliveries started)",
                     tid_q,
                     o.state,
+                    seen,
                     detail,
                 )
         elif verb == "dead":
@@ -364,16 +386,23 @@ def tick(
     client: redis.Redis,
     app: Celery,
     *,
+    broker: redis.Redis | None,
     now_ms: int,
     deadline_ms: int,
     max_deliveries: int,
     batch: int,
     fence: int | None = None,
 ) -> SweepReport:
-    """One beat tick: sweep the overdue journal entries, then release the due parked ones;
-    every write checked against `fence` (the beat leader's token) when there is one."""
+    """One beat tick: sweep the overdue journal entries (their queues read on `broker`),
+    then release the due parked ones; every write checked against `fence` (the beat
+    leader's token) when there is one."""
     report = Sweeper(
-        client, deadline_ms=deadline_ms, max_deliveries=max_deliveries, batch=batch, fence=fence
+        client,
+        broker=broker,
+        deadline_ms=deadline_ms,
+        max_deliveries=max_deliveries,
+        batch=batch,
+        fence=fence,
     ).sweep(app, now_ms=now_ms)
     report.released = release_due(client, app, now_ms=now_ms, batch=batch, fence=fence)
     return report
@@ -383,6 +412,7 @@ class TickDeps(Protocol):
     """What a tick needs of a process's container."""
 
     settings: Settings
+    broker_redis: redis.Redis | None  # before `redis`, whose name would hide the module
     redis: redis.Redis
 
 
@@ -410,6 +440,7 @@ def run_tick(container: TickDeps, app: Celery, *, fence: int | None = None) -> S
     report = tick(
         container.redis,
         app,
+        broker=container.broker_redis,
         now_ms=clock.now_ms(),
         deadline_ms=s.journal_deadline_ms,
         max_deliveries=s.max_deliveries,
