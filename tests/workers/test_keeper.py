@@ -175,42 +175,53 @@ def test_a_running_agent_is_ours_then_gone_once_killed(tmp_path: Path, reap: lis
     s.worker.wait(timeout=WAIT_S)
 
 
-def test_a_group_left_without_its_keeper_is_ours_by_the_turns_mark(
+def test_a_session_left_without_its_keeper_is_still_ours_and_killed(
     tmp_path: Path, reap: list[int]
 ) -> None:
-    """A group whose keeper is gone but whose processes carry the turn's id in their
-    environment is `ours` (and killed); without the mark it cannot be told apart
-    (`unproven`), and it is not killed."""
-    code = "import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(300)"
-    marked = subprocess.Popen(
-        [PY, "-c", code],
+    """A keeper (a session leader) that is gone leaves a process of its session behind, one
+    that moved to a process group of its own: it is `ours` by the session, killed by pid,
+    and then the session is `gone`. A leader alive under the recorded number but with
+    another start time means the number was reused: `gone`, nothing killed."""
+    # The stand-in keeper: a session of its own, one child that leaves for its own process
+    # group, then the keeper exits (it printed its pid and the child's first).
+    code = textwrap.dedent(
+        """
+        import os, subprocess, sys, time
+        os.setsid()
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(300)"]
+        )
+        print(os.getpid(), child.pid, flush=True)
+        """
+    )
+    keeper = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert keeper.stdout is not None
+    session, child = (int(x) for x in keeper.stdout.readline().split())
+    reap += [session, child]
+    keeper.wait(timeout=WAIT_S)
+    wait_until("the child in a group of its own", lambda: os.getpgid(child) == child)
+    agent = AgentProcess(
+        turn_id="s:turn:7", host=agents.host_id(), until_ms=0, pgid=session, leader_start=1
+    )
+    seen = agents.look(agent)
+    assert seen.verdict == "ours" and seen.members == (child,), seen
+    assert agents.kill(agent, wait_s=WAIT_S).verdict == "gone"
+    assert not alive(child)
+
+    # A live leader under the number, started at another time: our session is long gone.
+    other = subprocess.Popen(
+        [PY, "-c", "import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(300)"],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "SEATWIRE_TURN": "s:turn:7"},
     )
-    plain = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert marked.stdout is not None and plain.stdout is not None
-    g1, g2 = int(marked.stdout.readline()), int(plain.stdout.readline())
-    reap += [g1, g2]
-    # The recorded leader was another process (our keeper, long gone): a start time no
-    # process here has.
-    for_marked = AgentProcess(
-        turn_id="s:turn:7", host=agents.host_id(), until_ms=0, pgid=g1, leader_start=1
-    )
-    for_plain = AgentProcess(
-        turn_id="s:turn:7", host=agents.host_id(), until_ms=0, pgid=g2, leader_start=1
-    )
-    # The group's own leader is alive with another start time: its number was reused.
-    assert agents.look(for_marked).verdict == "gone"
-    no_start = for_marked.model_copy(update={"leader_start": None})
-    assert agents.look(no_start).verdict == "ours"
-    assert agents.kill(no_start, wait_s=WAIT_S).verdict == "gone"
-    marked.wait(timeout=WAIT_S)
-    unproven = for_plain.model_copy(update={"leader_start": None})
-    assert agents.look(unproven).verdict == "unproven"
-    assert agents.kill(unproven).verdict == "unproven" and alive(g2)
-    plain.kill()
-    plain.wait()
+    assert other.stdout is not None
+    number = int(other.stdout.readline())
+    reap.append(number)
+    reused = agent.model_copy(update={"pgid": number, "leader_start": 1})
+    assert agents.look(reused).verdict == "gone"
+    assert agents.kill(reused).verdict == "gone" and alive(number)
+    other.kill()
+    other.wait()
 
 
 def test_a_group_nobody_is_in_is_gone() -> None:
@@ -218,3 +229,32 @@ def test_a_group_nobody_is_in_is_gone() -> None:
     agent = AgentProcess(turn_id="t", host=agents.host_id(), until_ms=0, pgid=2**22 - 7)
     assert agents.look(agent).verdict == "gone"
     assert agents.look(agent.model_copy(update={"pgid": None})).verdict == "unproven"
+
+
+def test_the_worker_s_kill_at_the_time_limit_reaches_the_agent_once(tmp_path: Path) -> None:
+    """At the time limit the worker's SIGTERM reaches the whole group, keeper included; the
+    keeper does not send a second one, so an agent that stops cleanly on the first (and
+    would quit hard on a second) gets its graceful stop."""
+    log = tmp_path / "terms"
+    code = textwrap.dedent(
+        f"""
+        import os, signal, sys, time
+        count = []
+        def term(signum, frame):
+            count.append(signum)
+            with open({str(log)!r}, "a") as fh:
+                fh.write(f"TERM {{len(count)}}\\n")
+            if len(count) > 1:
+                os._exit(99)
+        signal.signal(signal.SIGTERM, term)
+        print("ready", flush=True)
+        while not count:
+            time.sleep(0.01)
+        time.sleep(0.5)  # the clean stop
+        sys.exit(0)
+        """
+    )
+    run = run_command([PY, "-c", code], time_limit_s=1.0, kill_grace_s=5.0)
+    assert run.timed_out
+    wait_until("the agent's log", lambda: log.exists())
+    assert log.read_text().splitlines() == ["TERM 1"]

@@ -1,5 +1,5 @@
-"""Agent processes on this host: where this process runs, which process group is a turn's
-agent, and whether that group is gone. Not pure: reads /proc, sends signals.
+"""Agent processes on this host: where this process runs, which processes are a turn's
+agent, and whether they are gone. Not pure: reads /proc, sends signals.
 
 Hand-written: it is a few reads of /proc (psutil would do them too, but is not otherwise
 needed, and what counts as proof here is the point of the module):
@@ -7,12 +7,17 @@ needed, and what counts as proof here is the point of the module):
 - `host_id()` names the place a pid means something: the host name, the kernel's boot id and
   the pid namespace. Two containers on one machine share a boot id but not a namespace; a
   reboot changes the boot id. Another host's pids are never looked at, let alone signalled.
-- `look(agent)` is what a group id says here: gone (no process is in it, or its number now
-  belongs to a process started after ours: Linux does not hand out a pid still in use as a
-  group id, so a live leader with another start time means ours is gone), ours (the leader
-  with our leader's start time, or a member whose environment names our turn, as every
-  process the agent started inherits it), or not provably either.
-- `kill(agent)` SIGKILLs a group that is ours and waits, on the condition, until it is gone.
+- The keeper starts a session of its own, so its pid is both the agent's process group and
+  its session. `look(agent)` reads what is in that session now: gone (no live process is in
+  it, or its number belongs to a leader started after ours), or ours. Linux does not hand out
+  a pid that is still some process's session or group id, so while any process remains in
+  the session, the session is the one our keeper made, even after the keeper is gone: every
+  process the agent started is ours, including one that moved to a process group of its
+  own. `unproven` is left for what cannot be read: no /proc (not Linux), or no group written
+  down.
+- `kill(agent)` SIGKILLs the group and every process of the session, and waits, on the
+  condition, until none is left. A process that cannot be signalled (another user's) or
+  does not die (stuck in the kernel) leaves it `ours`, with the reason.
 """
 
 from __future__ import annotations
@@ -62,64 +67,64 @@ class Look:
 
 
 def look(agent: AgentProcess) -> Look:
-    """What the group of `agent` (which ran on this host) is now."""
+    """What the session of `agent` (which ran on this host) is now."""
     if agent.pgid is None:
         return Look("unproven", (), "its process group was never written down")
-    members, marked = _members(agent.pgid, agent.turn_id)
+    if not (PROC / "self").exists():
+        return Look("unproven", (), "this host has no /proc to look in")
     leader = start_ticks(agent.pgid)
     if leader is not None and agent.leader_start is not None and leader != agent.leader_start:
         return Look("gone", (), f"pid {agent.pgid} now belongs to a later process")
+    members = _members(agent.pgid)
     if not members:
-        return Look("gone", (), f"no process is left in its process group {agent.pgid}")
-    if leader is not None and leader == agent.leader_start:
-        return Look("ours", members, f"its keeper (pid {agent.pgid}) is still running")
-    if marked:
-        return Look(
-            "ours",
-            members,
-            f"{len(members)} process(es) of its group {agent.pgid} still run turn {agent.turn_id}",
-        )
+        return Look("gone", (), f"no process is left in its session {agent.pgid}")
     return Look(
-        "unproven",
+        "ours",
         members,
-        f"{len(members)} process(es) are in group {agent.pgid}, none provably this turn's",
+        f"{len(members)} process(es) of its session {agent.pgid} still run",
     )
 
 
 def kill(agent: AgentProcess, *, wait_s: float = KILL_WAIT_S) -> Look:
-    """SIGKILL the group of `agent` if it is ours, then look again until it is gone (at most
-    `wait_s`): what it is after."""
+    """SIGKILL the group and session of `agent` if it is ours, then look again until it is
+    gone (at most `wait_s`): what it is after."""
     seen = look(agent)
     if seen.verdict != "ours" or agent.pgid is None:
         return seen
+    refused: list[str] = []
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(agent.pgid, signal.SIGKILL)
+    for pid in seen.members:  # those that left the group for one of their own
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            refused.append(str(pid))
     deadline = time.monotonic() + wait_s
     while True:
         after = look(agent)
-        if after.verdict == "gone" or time.monotonic() >= deadline:
+        if after.verdict == "gone":
             return after
+        if time.monotonic() >= deadline:
+            if refused:
+                why = f"{after.why}; not allowed to signal pid(s) {', '.join(refused)}"
+                return Look(after.verdict, after.members, why)
+            return Look(after.verdict, after.members, f"{after.why} {wait_s:g} s after SIGKILL")
         time.sleep(0.05)
 
 
-def _members(pgid: int, turn_id: str) -> tuple[tuple[int, ...], bool]:
-    """The live processes whose group is `pgid`, and whether one of them carries the turn's
-    id in its environment."""
-    marker = f"SEATWIRE_TURN={turn_id}".encode()
+def _members(session: int) -> tuple[int, ...]:
+    """The live processes of session `session`."""
     members: list[int] = []
-    marked = False
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
-        stat = _read(entry / "stat")
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) < 3 or fields[0] in ("Z", "X") or int(fields[2]) != pgid:
+        fields = _read(entry / "stat").rsplit(")", 1)[-1].split()
+        if len(fields) < 4 or fields[0] in ("Z", "X") or int(fields[3]) != session:
             continue
         members.append(int(entry.name))
-        if not marked:
-            with contextlib.suppress(OSError):
-                marked = marker in (entry / "environ").read_bytes().split(b"\0")
-    return tuple(members), marked
+    return tuple(members)
 
 
 def _read(path: Path) -> str:

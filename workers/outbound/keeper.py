@@ -16,8 +16,9 @@ time limit itself while it lives; the keeper is the backstop that does not depen
   worker that started it (`--parent`: a SIGKILLed worker, a pool child the Celery main process
   lost), it sends the group SIGTERM, then SIGKILL after `--grace-ms`, itself included;
 - SIGTERM sent to the keeper (the worker's own kill at the time limit reaches the whole group)
-  does not end the keeper before the agent: it starts the same grace, so the agent gets its
-  chance to stop cleanly and the keeper still exits with the agent's status;
+  does not end the keeper before the agent: it starts the same grace without signalling the
+  group a second time, so the agent gets its one chance to stop cleanly and the keeper still
+  exits with the agent's status;
 - the agent is given PR_SET_PDEATHSIG = SIGKILL on Linux: a keeper that is SIGKILLed itself
   takes the agent with it (the agent's own children stay in the group, where the next turn's
   worker finds and kills them: workers/outbound/agents.py);
@@ -62,8 +63,12 @@ def _options(argv: list[str]) -> tuple[dict[str, int], list[str]]:
 
 
 def _in_child() -> None:
-    """Run in the agent before it execs: SIGCHLD unblocked again (the keeper blocks it to wait
-    on it), and killed with the keeper if the keeper is killed."""
+    """Run in the agent before it execs: the keeper's own handling of SIGTERM, SIGHUP and
+    SIGINT undone (a signal before the exec must end it, not set a flag nobody reads),
+    SIGCHLD unblocked again (the keeper blocks it to wait on it), and killed with the keeper
+    if the keeper is killed."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
@@ -111,7 +116,7 @@ def main(argv: list[str]) -> None:
         os.dup2(null, fd)
     os.close(null)
 
-    term_at = time.monotonic() + (opts["--term-at-ms"] - time.time() * 1000) / 1000
+    term_at_ms = opts["--term-at-ms"]
     grace_s = max(0, opts["--grace-ms"]) / 1000
     kill_at: float | None = None
     while True:
@@ -122,14 +127,28 @@ def main(argv: list[str]) -> None:
                 os.killpg(os.getpgid(0), signal.SIGKILL)
             _exit_as(wait_status)
         now = time.monotonic()
-        if kill_at is None and (terminating[0] or now >= term_at or orphaned):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(os.getpgid(0), signal.SIGTERM)
+        # The wall clock is read on every pass: a host that was suspended still ends the
+        # group by the time the lease (a wall-clock time) says.
+        due = time.time() * 1000 >= term_at_ms
+        if kill_at is None and (terminating[0] or due or orphaned):
+            if not terminating[0]:
+                # A SIGTERM sent to the group reached the agent already; a second one would
+                # cut short the graceful stop it may be making.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(os.getpgid(0), signal.SIGTERM)
             kill_at = now + grace_s
         if kill_at is not None and now >= kill_at:
             os.killpg(os.getpgid(0), signal.SIGKILL)
         wait = POLL_S if kill_at is None else min(POLL_S, max(0.0, kill_at - now))
-        signal.sigtimedwait({signal.SIGCHLD}, max(wait, 0.001))
+        _wait_for_child(max(wait, 0.001))
+
+
+def _wait_for_child(timeout_s: float) -> None:
+    """Sleep until a child changes state or `timeout_s` passes."""
+    if hasattr(signal, "sigtimedwait"):
+        signal.sigtimedwait({signal.SIGCHLD}, timeout_s)
+    else:  # pragma: no cover - macOS and the BSDs have no sigtimedwait: poll
+        time.sleep(timeout_s)
 
 
 if __name__ == "__main__":
