@@ -15,7 +15,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from contracts import UpdatesPage
-from contracts.controller import TurnMessage
+from contracts.controller import AgentProcess, TurnMessage, TurnOutcome
 from contracts.org import HttpLauncher
 from pipeline.turns import start_turn
 from tests.auth import as_seats
@@ -120,6 +120,35 @@ def test_the_outcome_route(
     assert again.status_code == 200 and again.json()["status"] == "duplicate"
     other = client.post(url, headers=AUTH, json={"kind": "failed"})
     assert other.status_code == 409 and other.json()["error"] == "turn_finished"
+
+
+def test_a_command_turns_outcome_comes_only_from_its_worker(
+    client: TestClient,
+    container: Container,
+    published: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A running turn whose agent runs under a command launcher here is refused at the
+    outcome route (409 `turn_runs_locally`, nothing published): settled from outside, the
+    seat's next turn could start beside its agent. A report that reaches the stage anyway
+    leaves the agent lingering, to be proven gone before the next turn."""
+    turn = running_turn(container, monkeypatch)
+    agent = AgentProcess(turn_id=turn, host="h", until_ms=NOW + 60_000, pgid=4242)
+
+    def with_agent(r: Any) -> Any:
+        return r.model_copy(update={"active": r.active.model_copy(update={"agent": agent})})
+
+    container.seat_runs.update("scout", with_agent)
+    url = f"/v1/seats/scout/turns/{turn}/outcome"
+    resp = client.post(url, headers=AUTH, json={"kind": "ok"})
+    assert resp.status_code == 409 and resp.json()["error"] == "turn_runs_locally", resp.text
+    assert published == []
+    from workers.stages.turns import Turns
+
+    assert container.app is not None
+    message = TurnMessage(seat_id="scout", turn_id=turn, outcome=TurnOutcome(kind="ok"))
+    Turns.of(container, container.app).run(message)
+    assert container.seat_runs.get("scout").run.lingering == agent
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,8 @@ async def run_seat_now(seat: str, deps: Deps) -> Response:
         409,
         why={
             **UNKNOWN_SEAT,
-            409: "`turn_not_started`, `turn_unknown`, or `turn_finished` (with another outcome)",
+            409: "`turn_not_started`, `turn_runs_locally` (a `command` turn: its worker reports "
+            "its outcome), `turn_unknown`, or `turn_finished` (with another outcome)",
         },
     ),
     openapi_extra=reads(TurnOutcome),
@@ -102,6 +103,14 @@ async def post_outcome(seat: str, turn: str, request: Request, deps: Deps) -> Re
     if active is not None and active.turn_id == turn:
         if active.state != "running":
             return problem(409, "turn_not_started", f"turn {turn} has not started yet")
+        if active.agent is not None:
+            # Its agent runs under a worker here, which settles the turn once the agent is
+            # gone; settled from outside, the seat's next turn could start beside it.
+            return problem(
+                409,
+                "turn_runs_locally",
+                f"turn {turn} runs a command agent whose worker reports its outcome",
+            )
         message = TurnMessage(seat_id=known.member_id, turn_id=turn, outcome=outcome)
         await run_in_threadpool(
             publish, deps.celery, Task.TURN, f"{turn}:outcome", message.to_wire()

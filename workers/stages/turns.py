@@ -109,7 +109,11 @@ class Turns:
         """Start the turn if it is still queued, launch it, settle it; what happened."""
         c = self.container
         if message.outcome is not None:  # an agent runtime's report of a running turn
-            self.finish(message.seat_id, message.turn_id, message.outcome)
+            active = c.seat_runs.get(message.seat_id).run.active
+            local = active is not None and active.agent is not None
+            # A report from outside does not end a local agent: it stays on the record as
+            # lingering until the next turn proves it gone (the route refuses these).
+            self.finish(message.seat_id, message.turn_id, message.outcome, reaped=not local)
             return message.outcome.kind
         seat = c.org.current()[0].seat(message.seat_id)
         cleared = self._clearance(message)
@@ -239,13 +243,16 @@ class Turns:
         outcome: TurnOutcome,
         *,
         launched: Launched | None = None,
+        reaped: bool = True,
     ) -> Settled:
         """Settle the outcome of the seat's turn in flight (`TurnNotActive` when `turn_id` is
         not it), then its effects. A Redis outage is ridden out a few times; past that the
         turn stays running and its lease settles it."""
         c = self.container
         seat = c.org.current()[0].seat(seat_id)
-        settled, now = SETTLE_RETRYING(self._settle_once, seat_id, turn_id, outcome, seat, launched)
+        settled, now = SETTLE_RETRYING(
+            self._settle_once, seat_id, turn_id, outcome, seat, launched, reaped
+        )
         apply_effects(c, self.app, seat, settled=settled, now_ms=now)
         telemetry().turn_ended(outcome.kind)
         log.info("turn %s of %s: %s", turn_id, seat_id, outcome.kind)
@@ -258,6 +265,7 @@ class Turns:
         outcome: TurnOutcome,
         seat: Seat | None,
         launched: Launched | None,
+        reaped: bool = True,
     ) -> tuple[Settled, int]:
         c = self.container
         options = seat.controller if seat is not None else Seat(member_id=seat_id).controller
@@ -276,6 +284,7 @@ class Turns:
                 rng=self.rng,
                 news=news,
                 session=launched.session if launched is not None else None,
+                reaped=reaped,
             )
             done[:] = [settled]
             return settled.run
