@@ -288,7 +288,10 @@ class Clearance:
     until_ms: int
 
 
-RECHECK_MS = 5_000  # a group still alive after its SIGKILL is looked at again this soon
+RECHECK_MS = 5_000  # a group still alive after its SIGKILL is looked at again no sooner
+# How far two hosts' clocks may disagree (NTP keeps them within milliseconds): a turn on
+# another host waits this long past the lost turn's lease before it counts as passed.
+CLOCK_SKEW_MS = 5_000
 
 
 def clearance(
@@ -300,8 +303,8 @@ def clearance(
     killed: bool,
     now_ms: int,
 ) -> Clearance:
-    """Seed 002's "never two turns of a seat at once" for the processes: may a turn start
-    while `agent` (of a turn settled without its worker) may still run?
+    """ "Never two turns of a seat at once", for the processes: may a turn start while
+    `agent` (of a turn settled without its worker) may still run?
 
     `here`: it ran on this host, and `verdict` / `seen` are what its process group is now
     (after a SIGKILL when `killed`). Elsewhere, or where the group cannot be told apart from
@@ -322,18 +325,22 @@ def clearance(
             agent,
             "wait",
             "agent_alive",
-            f"{who} is still running after a SIGKILL ({seen}); looked at again by "
-            f"{iso(now_ms + RECHECK_MS)}",
+            f"{who} is still running after a SIGKILL ({seen}); looked at again when the "
+            "turn is next published",
             now_ms + RECHECK_MS,
         )
-    where = seen if here else f"it ran on {agent.host}, not here"
-    if now_ms >= agent.until_ms:
+    if not here:
+        where = f"it ran on {agent.host}, not here"
+    else:
+        where = seen or "its process group was never written down"
+    settled_by = agent.until_ms + CLOCK_SKEW_MS
+    if now_ms >= settled_by:
         return Clearance(
             agent,
             "start",
             "agent_lease_passed",
-            f"{who} cannot be looked at ({where}); its keeper ended it by its lease at "
-            f"{iso(agent.until_ms)}, which has passed",
+            f"{who} cannot be looked at ({where}); its keeper was to end it by its lease at "
+            f"{iso(agent.until_ms)}, and that has passed",
             now_ms,
         )
     return Clearance(
@@ -341,8 +348,8 @@ def clearance(
         "wait",
         "agent_unproven",
         f"{who} cannot be looked at ({where}) and its lease runs until "
-        f"{iso(agent.until_ms)}: the turn waits until then",
-        agent.until_ms,
+        f"{iso(agent.until_ms)}: the turn waits until {iso(settled_by)}",
+        settled_by,
     )
 
 
@@ -531,12 +538,16 @@ def escalation_report(plan: EscalationPlan, *, target_id: str | None) -> WorkRep
             kind="decision",
             owner_id=target_id,
             scope=f"{seat} turns",
-            detail="the seat does not run again on its own until someone looks at the fault",
+            detail="the seat does not run again on its own until someone looks at the fault"
+            if plan.stopped
+            else "the seat keeps retrying, and the retries keep failing the same way",
         )
     return WorkReport(
         id=f"seat-turns:{seat}",
         revision=plan.revision,
-        title=f"{seat} has stopped: its turns keep failing",
+        title=f"{seat} has stopped: its turns keep failing"
+        if plan.stopped
+        else f"{seat}: its turns keep failing",
         headline=plan.hint[:500],
         summary=f"{happened} Why it escalates: {plan.reason}.",
         scope=f"{seat} turns",

@@ -324,17 +324,18 @@ def test_a_lost_turns_agent_lingers_and_blocks_the_next_start() -> None:
         (True, "gone", False, T, "start", "agent_gone"),
         (True, "gone", True, T, "start", "agent_killed"),
         (True, "ours", True, T, "wait", "agent_alive"),
-        (True, "unproven", False, T + 59_999, "wait", "agent_unproven"),
-        (True, "unproven", False, T + 60_000, "start", "agent_lease_passed"),
-        (False, None, False, T + 59_999, "wait", "agent_unproven"),
-        (False, None, False, T + 60_000, "start", "agent_lease_passed"),
+        (True, "unproven", False, T + 64_999, "wait", "agent_unproven"),
+        (True, "unproven", False, T + 65_000, "start", "agent_lease_passed"),
+        (False, None, False, T + 64_999, "wait", "agent_unproven"),
+        (False, None, False, T + 65_000, "start", "agent_lease_passed"),
     ],
 )
 def test_the_clearance_of_a_lingering_agent(
     here: bool, verdict: str | None, killed: bool, at: int, action: str, reason: str
 ) -> None:
     """Proven gone (or killed) on this host starts; still there after a kill waits; where it
-    cannot be looked at, only its lease having passed starts, and the wait says until when."""
+    cannot be looked at, only its lease having passed (and 5 s for clocks that disagree)
+    starts, and the wait says until when."""
     agent = AgentProcess(turn_id="s:turn:1", host="h1", until_ms=T + 60_000, pgid=4242)
     c = clearance(agent, here=here, verdict=verdict, seen="seen", killed=killed, now_ms=at)  # type: ignore[arg-type]
     assert (c.action, c.reason) == (action, reason)

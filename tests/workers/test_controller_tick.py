@@ -450,7 +450,8 @@ def test_a_retry_waits_while_the_lost_turns_agent_elsewhere_may_still_run(
     noop: Container, published: Published
 ) -> None:
     """A lost turn's agent on another host cannot be looked at: the retry holds (queued, the
-    reason on its record) until the agent's lease has passed, then starts and says why."""
+    reason on its record) until the agent's lease and 5 s for clock skew have passed, then
+    starts and says why."""
     linger(noop, published, host="another-host/boot/1", pgid=4242)
 
     def later(r: Any) -> Any:
@@ -465,14 +466,16 @@ def test_a_retry_waits_while_the_lost_turns_agent_elsewhere_may_still_run(
     run = noop.seat_runs.get("scout").run
     assert run.active is not None and run.active.state == "queued"
     assert run.active.held is not None and run.active.held.reason == "agent_unproven"
-    assert run.active.held.until_ms == NOW + 200_000 and run.lingering is not None
+    assert run.active.held.until_ms == NOW + 205_000 and run.lingering is not None
     turn = run.active.turn_id
     from contracts.controller import TurnMessage
 
-    assert turns(noop, NOW + 200_000).run(TurnMessage(seat_id="scout", turn_id=turn)) == "ok"
+    message = TurnMessage(seat_id="scout", turn_id=turn)
+    assert turns(noop, NOW + 204_999).run(message) == "held"
+    assert turns(noop, NOW + 205_000).run(message) == "ok"
     run = noop.seat_runs.get("scout").run
     assert run.lingering is None and run.turns[-1].turn_id == turn
-    assert "which has passed" in (run.turns[-1].cleared or "")
+    assert "that has passed" in (run.turns[-1].cleared or "")
 
 
 def test_a_retry_on_the_same_host_starts_once_the_agent_is_proven_gone(
