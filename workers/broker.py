@@ -104,13 +104,16 @@ def new_app(settings: Settings) -> Celery:
         accept_content=["json"],
         task_time_limit=settings.task_time_limit_s,
         task_soft_time_limit=max(1, settings.task_time_limit_s - 15),
-        # A turn runs a seat's launcher, whose own limit is kept 30 s inside the turn's: the
-        # launcher, not a soft time limit raised into it, ends a long turn (and its process
-        # group). A redelivered turn message after the visibility timeout starts nothing.
+        # A turn runs a seat's launcher, whose own limit is kept 10-30 s inside the turn's
+        # (workers/outbound/launchers.py): the launcher, not a soft time limit raised into it,
+        # ends a long turn (and its process group). The soft limit leaves the settlement 30 s
+        # after the turn's limit (its own retries of a Redis blip, the escalation's publish);
+        # a pool process killed at the hard limit leaves the agent to its keeper. A redelivered
+        # turn message after the visibility timeout starts nothing.
         task_annotations={
             Task.TURN.value: {
-                "soft_time_limit": settings.turn_time_limit_s,
-                "time_limit": settings.turn_time_limit_s + 30,
+                "soft_time_limit": settings.turn_time_limit_s + 30,
+                "time_limit": settings.turn_time_limit_s + 60,
             }
         },
         task_publish_retry_policy=WORKER_PUBLISH_RETRY,

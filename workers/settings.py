@@ -40,8 +40,13 @@ EMBEDDED_GITHUB_SECRET = "seatwire-embedded-github-webhook-secret"
 
 
 class Settings(BaseSettings):
+    # An invalid value is never echoed: a refused URL may hold a password.
     model_config = SettingsConfigDict(
-        env_prefix="SEATWIRE_", env_nested_delimiter="__", extra="ignore", populate_by_name=True
+        env_prefix="SEATWIRE_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        populate_by_name=True,
+        hide_input_in_errors=True,
     )
 
     redis_url: str | None = None

@@ -87,3 +87,16 @@ def test_an_operator_command_refuses_an_unanswering_redis_without_the_password(
     [refusal] = refusals
     assert refusal.startswith("Redis at redis://:***@127.0.0.1:1/0 does not answer")
     assert PASSWORD not in refusal
+
+
+def test_a_refused_url_is_not_echoed_by_the_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings built directly (as `celery -A workers.app` does) refuse a URL whose password
+    holds a '/' without the error text carrying the URL."""
+    from pydantic import ValidationError
+
+    from workers.settings import Settings
+
+    monkeypatch.setenv("SEATWIRE_REDIS_URL", "redis://:se/cret@redis:6379/0")
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    assert "se/cret" not in str(caught.value)

@@ -183,38 +183,46 @@ def _start(
         *args,
     ]
     try:
-        proc = subprocess.Popen(
-            keeper,
-            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=None if env is None else dict(env),
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=(write_fd,),
-            shell=False,
-        )
-    except OSError as exc:
-        os.close(read_fd)
-        return f"could not start: {exc}"
-    finally:
-        os.close(write_fd)
-    try:
-        line = _first_line(read_fd, time.monotonic() + max(time_limit_s, 5.0))
+        try:
+            proc = subprocess.Popen(
+                keeper,
+                stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=None if env is None else dict(env),
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(write_fd,),
+                shell=False,
+            )
+        except OSError as exc:
+            return f"could not start: {exc}"
+        finally:
+            os.close(write_fd)
+        try:
+            line = _first_line(read_fd, time.monotonic() + max(time_limit_s, 5.0))
+        except BaseException:  # a soft time limit, an interrupt: leave nothing running
+            _discard(proc)
+            raise
     finally:
         os.close(read_fd)
     if line.startswith("started "):
         return proc
+    _discard(proc)
+    if line.startswith("failed "):
+        return line.removeprefix("failed ")
+    return f"could not start: its keeper ended without starting it ({line or 'no word'})"
+
+
+def _discard(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the keeper's group, reap the keeper and close its pipes."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
-    if line.startswith("failed "):
-        return line.removeprefix("failed ")
-    return f"could not start: its keeper ended without starting it ({line or 'no word'})"
 
 
 def _first_line(fd: int, deadline: float) -> str:

@@ -132,7 +132,11 @@ class Turns:
             ),
         )
         if started is None:
-            log.info("turn %s is not queued (a copy, or done): not run", message.turn_id)
+            log.info(
+                "turn %s is not queued (a copy, or done), or the seat's lingering agent changed "
+                "since it was looked at: not run",
+                message.turn_id,
+            )
             return "not_queued"
         if cleared is not None:
             log.warning("turn %s of %s starts: %s", message.turn_id, message.seat_id, cleared.why)
@@ -308,7 +312,15 @@ def apply_effects(
     Returns the effects that failed."""
     plan = escalate or (settled.escalate if settled is not None else None)
     seat_id = plan.seat_id if plan is not None else settled.run.seat_id if settled else ""
-    turn_id = settled.record.turn_id if settled is not None else ""
+    # A tick's escalation belongs to no turn: its letter is named by its revision, so one
+    # that keeps failing stays one letter.
+    turn_id = (
+        settled.record.turn_id
+        if settled is not None
+        else f"escalation-{plan.revision}"
+        if plan is not None
+        else ""
+    )
     failed: list[str] = []
     if settled is not None:
         if not _effect(c, "cost", seat_id, turn_id, lambda: _cost(c, settled), now_ms=now_ms):
