@@ -154,6 +154,7 @@ class TurnHold(Wire):
     why: str
     at_ms: int
     until_ms: int
+    since_ms: int | None = None  # when the turn was first held (the hold's age escalates)
 
 
 class ActiveTurn(Wire):

@@ -359,10 +359,45 @@ def hold_turn(run: SeatRun, turn_id: str, c: Clearance, *, now_ms: int) -> SeatR
     active = run.active
     if active is None or active.turn_id != turn_id or active.state != "queued":
         return None
-    hold = TurnHold(reason=c.reason, why=c.why, at_ms=now_ms, until_ms=c.until_ms)
+    since = active.held.since_ms or active.held.at_ms if active.held is not None else now_ms
+    hold = TurnHold(reason=c.reason, why=c.why, at_ms=now_ms, until_ms=c.until_ms, since_ms=since)
     if active.held is not None and (active.held.reason, active.held.why) == (c.reason, c.why):
         return None
     return run.model_copy(update={"active": active.model_copy(update={"held": hold})})
+
+
+UNKILLABLE = "turn:agent_unkillable"
+
+
+def stuck_on_agent(
+    run: SeatRun, *, now_ms: int, after_ms: int
+) -> tuple[SeatRun, EscalationPlan] | None:
+    """A seat whose next turn has waited `after_ms` for a lost turn's agent that is still
+    running after its SIGKILL (another user's process, one stuck in the kernel) cannot turn
+    again without a person: it escalates, once for that agent."""
+    active = run.active
+    held = active.held if active is not None else None
+    if held is None or held.reason != "agent_alive" or run.lingering is None:
+        return None
+    if now_ms - (held.since_ms or held.at_ms) < after_ms:
+        return None
+    if run.escalation is not None and run.escalation.signature == UNKILLABLE:
+        return None
+    verdict = (
+        f"The agent of {run.lingering.turn_id} is still running after SIGKILL, so {run.seat_id} "
+        "cannot start another turn — this needs a person."
+    )
+    plan = EscalationPlan(
+        seat_id=run.seat_id,
+        revision=run.escalations + 1,
+        signature=UNKILLABLE,
+        streak=1,
+        hint=f"{verdict} {held.why}"[:500],
+        reason="the agent of the seat's lost turn cannot be ended",
+        fresh=True,
+        stopped=True,
+    )
+    return run.model_copy(update=_raised(run, plan, now_ms)), plan
 
 
 def released(run: SeatRun, turn_id: str) -> SeatRun | None:
@@ -524,7 +559,13 @@ def escalation_report(plan: EscalationPlan, *, target_id: str | None) -> WorkRep
     rule), then what happened and what they can do about it. Built from the plan alone, so a
     report raised again after a crash is the same report (one tracking id, one ask)."""
     seat = plan.seat_id
-    if plan.signature.startswith("controller:"):
+    if plan.signature == UNKILLABLE:
+        happened = (
+            f"Seat {seat} cannot start its next turn: the agent of its lost turn is still "
+            "running after SIGKILL (another user's process, or one stuck in the kernel). "
+            "End it by hand; the seat then runs again on its own."
+        )
+    elif plan.signature.startswith("controller:"):
         happened = f"Seat {seat} stopped after {plan.streak} failed turns in a row."
     else:
         state = "stopped" if plan.stopped else "keeps failing"

@@ -32,6 +32,7 @@ from pipeline.turns import (
     settle_turn,
     start_turn,
     status_of,
+    stuck_on_agent,
     tick_seat,
 )
 
@@ -441,3 +442,30 @@ def test_an_escalation_that_never_reached_the_journal_is_raised_again() -> None:
         }
     )
     assert pending_escalation(done, now_ms=first + 10 * ESCALATION_RETRY_MS) is None
+
+
+def test_a_turn_held_too_long_by_an_agent_that_will_not_die_escalates_once() -> None:
+    """A retry held (`agent_alive`) for as long as a lease by a lost turn's agent that is
+    still running after SIGKILL escalates once, saying what happened; a shorter hold, or a
+    hold for another reason, does not."""
+    run = lost_with_agent()
+    nxt = tick(run, at=T + 200_000)
+    assert run.lingering is not None and nxt.publish is not None
+    alive_c = clearance(
+        run.lingering, here=True, verdict="ours", seen="1 process", killed=True, now_ms=T
+    )
+    held = hold_turn(nxt.run, nxt.publish.turn_id, alive_c, now_ms=T + 200_000)
+    assert held is not None and held.active is not None and held.active.held is not None
+    assert held.active.held.since_ms == T + 200_000
+    assert stuck_on_agent(held, now_ms=T + 259_999, after_ms=60_000) is None
+    stuck = stuck_on_agent(held, now_ms=T + 260_000, after_ms=60_000)
+    assert stuck is not None
+    after, plan = stuck
+    assert plan.signature == "turn:agent_unkillable" and after.escalation is not None
+    assert stuck_on_agent(after, now_ms=T + 900_000, after_ms=60_000) is None
+    report = escalation_report(plan, target_id="ava")
+    assert report.summary is not None and "still running after SIGKILL" in report.summary
+    waiting = clearance(run.lingering, here=False, verdict=None, seen="", killed=False, now_ms=T)
+    other = hold_turn(nxt.run, nxt.publish.turn_id, waiting, now_ms=T + 200_000)
+    assert other is not None
+    assert stuck_on_agent(other, now_ms=T + 900_000, after_ms=60_000) is None

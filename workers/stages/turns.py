@@ -61,6 +61,7 @@ from pipeline.turns import (
     released,
     settle_turn,
     start_turn,
+    stuck_on_agent,
 )
 from workers.clock import now_ms
 from workers.container import Container
@@ -190,12 +191,22 @@ class Turns:
 
     def _hold(self, message: TurnMessage, cleared: Clearance) -> str:
         """Leave the turn queued, its record saying why; the tick publishes it again."""
+        c = self.container
         now = self.clock_ms()
-        self.container.seat_runs.update(
-            message.seat_id, lambda run: hold_turn(run, message.turn_id, cleared, now_ms=now)
-        )
+        escalate: list[EscalationPlan] = []
+
+        def change(run: SeatRun) -> SeatRun | None:
+            held = hold_turn(run, message.turn_id, cleared, now_ms=now)
+            stuck = stuck_on_agent(held or run, now_ms=now, after_ms=self.lease_ms)
+            escalate[:] = [] if stuck is None else [stuck[1]]
+            return held if stuck is None else stuck[0]
+
+        c.seat_runs.update(message.seat_id, change)
         telemetry().decided("turns", "wait", cleared.reason)
         log.warning("turn %s of %s waits: %s", message.turn_id, message.seat_id, cleared.why)
+        if escalate:
+            seat = c.org.current()[0].seat(message.seat_id)
+            apply_effects(c, self.app, seat, escalate=escalate[0], now_ms=now)
         return "held"
 
     def _launch(self, seat: Seat, run: SeatRun, message: TurnMessage) -> Launched:
