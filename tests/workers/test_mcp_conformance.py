@@ -477,6 +477,7 @@ def test_every_tool_over_streamable_http(world: World, mode: str) -> None:
         replay_after_restart(world, check, client)
 
 
+@pytest.mark.e2e
 def test_every_tool_over_stdio(world: World, tmp_path: Path) -> None:
     """`seatwire mcp --seat scout` as a child process, the SDK's stdio client on its pipes;
     then every replay again through a second `seatwire mcp` process."""
