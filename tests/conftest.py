@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -62,6 +63,18 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     yield client
     client.flushdb()
     client.close()
+
+
+E2E_DIR = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/e2e `e2e` (a file there that forgot its mark still is one),
+    so `-m "not e2e"` runs the fast part alone. A test elsewhere that starts a process of its
+    own (a redis-server, a `seatwire` command, a spawned worker) carries the mark by hand."""
+    for item in items:
+        if E2E_DIR in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

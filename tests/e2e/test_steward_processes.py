@@ -211,12 +211,12 @@ def wait_dispatched(
     cluster: Cluster, r: redis.Redis, expected: Expected, tmp_path: Path, max_ticks: int = 8
 ) -> tuple[float, int]:
     """Poll until everything is dispatched (failing once `max_ticks` more ticks ran without
-    it, or 30 s passed), then let SETTLE_TICKS more ticks run; the time it took and the ticks
-    finished by then."""
+    it, or 120 s passed: a bound for a loaded machine, where ticks come late), then let
+    SETTLE_TICKS more ticks run; the time it took and the ticks finished by then."""
     started, first = time.monotonic(), ticks_run(tmp_path)
     while absent := missing(cluster, r, expected):
         ran = ticks_run(tmp_path) - first
-        if ran > max_ticks or time.monotonic() - started > 30:
+        if ran > max_ticks or time.monotonic() - started > 120:
             audits = {k: audit_summary(cluster, k) for k in ("deploy-lead-time",)}
             pytest.fail(
                 f"{ran} ticks and {time.monotonic() - started:.1f}s later, never dispatched: "
@@ -226,7 +226,7 @@ def wait_dispatched(
         time.sleep(0.1)
     took = time.monotonic() - started
     settle_from = ticks_run(tmp_path)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while ticks_run(tmp_path) < settle_from + SETTLE_TICKS and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ticks_run(tmp_path) >= settle_from + SETTLE_TICKS, "the steward stopped ticking"
@@ -261,7 +261,7 @@ def check_holds_exactly_what_the_gates_allow(
     assert len(lines) == len(trackings), lines
     with cluster.http() as http:
         for tracking, who in trackings.items():
-            final = wait_final(http, tracking, timeout=5)
+            final = wait_final(http, tracking, timeout=60)
             assert final["state"] == "engaged", final
             asked = [t["memberId"] for t in final["decision"]["targets"]]
             assert asked == [who], (tracking, asked)
@@ -306,7 +306,7 @@ def check_holds_exactly_what_the_gates_allow(
 def audit_is_stable(cluster: Cluster, before: int, tmp_path: Path) -> None:
     """Three more ticks add no audit line: a run that decides the same is not written again."""
     start = ticks_run(tmp_path)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while ticks_run(tmp_path) < start + SETTLE_TICKS and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ticks_run(tmp_path) >= start + SETTLE_TICKS

@@ -8,7 +8,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from workers.queues import STAGES
+
+pytestmark = pytest.mark.e2e  # each test imports the app in a fresh Python process
 
 
 def _import_in_a_fresh_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

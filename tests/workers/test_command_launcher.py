@@ -25,7 +25,10 @@ def py(code: str, *args: str, **kwargs: object) -> CommandRun:
     return run_command([PY, "-c", textwrap.dedent(code), *args], **kwargs)  # type: ignore[arg-type]
 
 
-def gone(pid: int, within_s: float = 3.0) -> bool:
+# The bounds below are far above what a quiet machine needs and below the limits they tell
+# apart (a 30 s hang, a 60 s sleep): on a loaded 2-core machine a Python child can take
+# seconds to start, so a child given under a second may not have begun before its limit.
+def gone(pid: int, within_s: float = 30.0) -> bool:
     """Whether process `pid` is gone (or a zombie nobody has reaped yet) within `within_s`."""
     end = time.monotonic() + within_s
     while True:
@@ -43,7 +46,7 @@ def gone(pid: int, within_s: float = 3.0) -> bool:
         time.sleep(0.02)
 
 
-def read_pid(path: Path, within_s: float = 3.0) -> int:
+def read_pid(path: Path, within_s: float = 30.0) -> int:
     end = time.monotonic() + within_s
     while time.monotonic() < end:
         text = path.read_text() if path.exists() else ""
@@ -101,6 +104,7 @@ def test_the_named_fault_no_conversation_found_is_exit_1_with_its_text() -> None
     assert run.output.session_id is None
 
 
+@pytest.mark.e2e
 def test_the_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
     """At the time limit the child and the grandchild it started are both killed; the run is
     timed out with no exit code."""
@@ -115,16 +119,17 @@ def test_the_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
         time.sleep(60)
         """,
         str(pid_file),
-        time_limit_s=0.8,
+        time_limit_s=5.0,
         kill_grace_s=0.3,
     )
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30
     assert run.timed_out and run.exit_code is None
-    assert run.error == "killed at the time limit of 0.8 s"
+    assert run.error == "killed at the time limit of 5 s"
     assert "started" in run.output_tail
     assert gone(read_pid(pid_file))
 
 
+@pytest.mark.e2e
 def test_a_child_ignoring_sigterm_is_killed_after_the_grace() -> None:
     """A child that ignores SIGTERM is SIGKILLed after the grace period."""
     started = time.monotonic()
@@ -135,16 +140,18 @@ def test_a_child_ignoring_sigterm_is_killed_after_the_grace() -> None:
         print("ignoring", flush=True)
         time.sleep(60)
         """,
-        time_limit_s=0.5,
+        time_limit_s=5.0,
         kill_grace_s=0.3,
     )
-    assert 0.8 <= time.monotonic() - started < 5
+    assert "ignoring" in run.output_tail  # it was ignoring SIGTERM before the limit came
+    assert 5.3 <= time.monotonic() - started < 30
     assert run.timed_out and run.exit_code is None
 
 
 def test_a_grandchild_holding_the_pipes_does_not_hang_the_reader(tmp_path: Path) -> None:
     """A child that exits leaving a grandchild with its pipes open returns its exit code
-    within about a second, and the grandchild is killed."""
+    promptly (about a second; in any case long before its time limit), and the grandchild is
+    killed."""
     pid_file = tmp_path / "grandchild.pid"
     started = time.monotonic()
     run = py(
@@ -155,9 +162,9 @@ def test_a_grandchild_holding_the_pipes_does_not_hang_the_reader(tmp_path: Path)
         print("leaving", flush=True)
         """,
         str(pid_file),
-        time_limit_s=30.0,
+        time_limit_s=60.0,
     )
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 30
     assert (run.exit_code, run.timed_out) == (0, False)
     assert run.error is not None and "process group" in run.error
     assert "leaving" in run.output_tail
@@ -237,9 +244,9 @@ def test_stdin_text_reaches_the_program() -> None:
 def test_a_program_that_ignores_a_large_stdin_does_not_block() -> None:
     """A program that exits without reading a large stdin still returns promptly."""
     started = time.monotonic()
-    run = py("print('no reading')", stdin_text="x" * 2_000_000)
+    run = py("print('no reading')", stdin_text="x" * 2_000_000, time_limit_s=60.0)
     assert run.exit_code == 0 and run.output_tail == "no reading\n"
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 30
 
 
 def test_cwd_and_env_are_the_childs(tmp_path: Path) -> None:

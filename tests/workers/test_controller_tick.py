@@ -364,15 +364,16 @@ def test_a_pause_interrupts_a_running_command_turn(
     worker = threading.Thread(target=lambda: done.extend(run_published(c, published, NOW + 1)))
     started = time.monotonic()
     worker.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while (a := c.seat_runs.get("scout").run.active) is None or a.state != "running":
         assert time.monotonic() < deadline
         time.sleep(0.02)
     c.seat_runs.control("scout", "pause", options=seat.controller)
     tick(c, NOW + 2)
     assert c.seat_runs.get("scout").run.last_decision.reason == "paused"  # type: ignore[union-attr]
-    worker.join(timeout=10)
-    assert done == ["interrupted"] and time.monotonic() - started < 8
+    worker.join(timeout=60)
+    # Far below the program's 30 s: it was interrupted, not left to finish.
+    assert done == ["interrupted"] and time.monotonic() - started < 25
     run = c.seat_runs.get("scout").run
     assert run.turns[-1].outcome.kind == "interrupted" and run.controller.failures == 0
     c.seat_runs.control("scout", "resume", options=seat.controller)

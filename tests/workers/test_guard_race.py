@@ -12,11 +12,14 @@ import json
 import multiprocessing
 from typing import Any, cast
 
+import pytest
 import redis
 
 from contracts import EngagementDecision, Limits
 from workers.stores import keys
 from workers.stores.ledger import Ledger
+
+pytestmark = pytest.mark.e2e  # spawns worker processes
 
 PROCESSES = 4
 ASKS = 500

@@ -120,15 +120,24 @@ def test_send_redelivered_after_success_sends_nothing(
 def test_crash_after_apply_is_reconciled_not_resent(stages: Stages, outbound: FakeOutbound) -> None:
     """The worker dies after the ask was applied but before it was recorded: the redelivery
     waits out the lease, finds the ask by its idempotency id and records it, sending nothing."""
-    stages.lease_ms = 300  # leases run on Redis TIME: keep this one short and really wait
+    # Leases run on Redis TIME. 2 s: the second delivery below lands inside it even on a
+    # loaded machine; the redelivery after it is retried until Redis has expired it.
+    stages.lease_ms = 2000
     reserved = _through_guardrails(stages, BLOCKED)
     outbound.script = ["apply_then_crash"]
     with pytest.raises(Crash):
         stages.send(reserved)
     with pytest.raises(LeaseBusy):
         stages.send(reserved)  # the dead worker's lease is still live
-    time.sleep(0.35)
-    assert stages.send(reserved) == "engaged"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            outcome = stages.send(reserved)
+            break
+        except LeaseBusy:
+            assert time.monotonic() < deadline, "the dead worker's lease never ran out"
+            time.sleep(0.05)
+    assert outcome == "engaged"
     assert outbound.count(f"engage-{reserved.decision.dedupe_key}-1") == 1
     assert outbound.reconciles == 1
 

@@ -106,7 +106,7 @@ def test_kombu_reads_the_message_back(redis_client: redis.Redis, redis_url: str)
     assert asyncio.run(go()).verb == "new"
     with Connection(redis_url) as conn:  # type: ignore[no-untyped-call]  # kombu: unannotated
         queue = conn.SimpleQueue("engagement")
-        message = queue.get(timeout=2)
+        message = queue.get(timeout=30)  # already queued: a bound, not a wait
         message.ack()
         queue.close()
     assert message.headers["task"] == "seatwire.engagement"
@@ -264,6 +264,7 @@ def full_redis(tmp_path: Any) -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.mark.e2e
 def test_out_of_memory_is_a_503_with_retry_after_and_writes_nothing(
     full_redis: RedisServer, tmp_path: Any
 ) -> None:

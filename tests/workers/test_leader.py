@@ -23,8 +23,21 @@ from workers.stores.journal import Journal
 pytestmark = pytest.mark.redis
 
 
+# Long enough that the few Redis calls a test makes within one term all land inside it on a
+# loaded machine; a test that needs the lease to run out waits for Redis to expire it.
+SHORT_MS = 2000
+
+
 def lease(r: redis.Redis, holder: str, ms: int = 2000) -> Lease:
     return Lease(r, holder=holder, lease_ms=ms)
+
+
+def wait_lease_expired(r: redis.Redis, within_s: float = 30) -> None:
+    """Return once Redis has expired the leader lease (its own clock, not the test's)."""
+    deadline = time.monotonic() + within_s
+    while r.exists(keys.BEAT_LEADER):
+        assert time.monotonic() < deadline, f"the lease did not run out within {within_s} s"
+        time.sleep(0.02)
 
 
 def test_the_first_beat_is_elected_and_renews_its_own_term(redis_client: redis.Redis) -> None:
@@ -42,12 +55,12 @@ def test_a_second_beat_stands_by_and_takes_over_with_a_new_token(
     """While the leader holds the lease a second beat stands by naming it; once the lease
     runs out the second is elected with a higher token, and the old leader's next hold
     stands by instead of extending the new lease (an owner-checked renewal)."""
-    a, b = lease(redis_client, "a", 300), lease(redis_client, "b", 300)
+    a, b = lease(redis_client, "a", SHORT_MS), lease(redis_client, "b", SHORT_MS)
     assert a.hold().leading
     standby = b.hold()
     assert (standby.verb, standby.holder, standby.token) == ("standby", "a", 1)
-    assert 0 < standby.lease_ms <= 300
-    time.sleep(0.35)
+    assert 0 < standby.lease_ms <= SHORT_MS
+    wait_lease_expired(redis_client)
     took = b.hold()
     assert (took.verb, took.token) == ("elected", 2)
     back = a.hold()
@@ -67,10 +80,10 @@ def test_only_the_holder_gives_the_lease_up(redis_client: redis.Redis) -> None:
 def test_a_tick_runs_only_with_the_current_token(redis_client: redis.Redis) -> None:
     """A tick carrying the newest term's token runs; an older token, or none from the broker,
     is refused; a tick run in process (embedded mode) carries none and runs."""
-    a, b = lease(redis_client, "a", 300), lease(redis_client, "b", 300)
+    a, b = lease(redis_client, "a", SHORT_MS), lease(redis_client, "b", SHORT_MS)
     assert a.hold().token == 1
     assert admit_tick(redis_client, 1, in_process=False) == ""
-    time.sleep(0.35)
+    wait_lease_expired(redis_client)
     assert b.hold().token == 2
     assert "not the current leader's" in admit_tick(redis_client, 1, in_process=False)
     assert "no fencing token" in admit_tick(redis_client, None, in_process=False)
@@ -154,17 +167,23 @@ def test_a_leader_that_cannot_renew_stops_before_its_lease_could_pass_on(
     """A leader whose renewals fail (Redis unreachable, a host pause: redbeat 218/230) keeps
     sending only until the lease less its margin, counted from before its last renewal was
     asked; by then no one else could have been elected."""
-    good = lease(redis_client, "a", 1000)
+    # A 5 s lease has the full 1 s margin: room on a loaded machine between the scheduler
+    # giving up and the lease's TTL being read.
+    good = lease(redis_client, "a", 5000)
     s = scheduler(app, good)
     time.sleep(0.02)
     s.tick()
     assert s.leading() and sent
-    s.lease = Unreachable(redis_client, holder="a", lease_ms=1000)
-    time.sleep(0.85)  # lease 1000 ms, margin 200 ms
+    s.lease = Unreachable(redis_client, holder="a", lease_ms=5000)
+    deadline = time.monotonic() + 30
+    while s.leading():
+        assert time.monotonic() < deadline, "the scheduler still leads 30 s on"
+        time.sleep(0.02)
+    left_ms = redis_client.pttl(keys.BEAT_LEADER)
     sent.clear()
     s.tick()
     assert not s.leading() and sent == []
-    assert redis_client.pttl(keys.BEAT_LEADER) > 0  # the lease itself still runs
+    assert left_ms > 0  # the lease itself still ran when the scheduler stopped
 
 
 def test_a_stale_tick_of_a_deposed_leader_sweeps_nothing(

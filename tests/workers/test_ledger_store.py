@@ -612,6 +612,11 @@ def test_begin_send_replayed_with_its_own_token_answers_go_again(
     assert begin(lg, "op1", token="B", now=NOW + 12)[0] == "busy"
 
 
+# Long enough that the rows one step adds (and the TTL read after them) all fall inside it on a
+# loaded machine, where a Redis round trip can take hundreds of milliseconds.
+RETENTION_MS = 1500
+
+
 def test_ledger_rows_are_kept_for_the_audit_retention_and_no_longer(
     redis_client: redis.Redis,
 ) -> None:
@@ -622,7 +627,7 @@ def test_ledger_rows_are_kept_for_the_audit_retention_and_no_longer(
         redis_client,
         limits=Limits(per_target_per_day=1),
         reservation_ttl_ms=TTL,
-        ledger_retention_ms=300,
+        ledger_retention_ms=RETENTION_MS,
     )
     stream = keys.ledger_stream("seat-a")
     assert reserve(lg, "op1", decision("w1", "k1")).allowed
@@ -630,14 +635,14 @@ def test_ledger_rows_are_kept_for_the_audit_retention_and_no_longer(
     assert reserve(lg, "op2", d2, now=NOW + 1).code == "rate_limited_target"
     assert finish(lg, "op2", d2, outcome="refused", now=NOW + 2) == "ok"
     assert redis_client.xlen(stream) == 1
-    time.sleep(0.4)
+    time.sleep(RETENTION_MS / 1000 + 0.1)
     d3 = decision("w3", "k3")
     assert reserve(lg, "op3", d3, now=NOW + 3).code == "rate_limited_target"
     assert finish(lg, "op3", d3, outcome="refused", now=NOW + 4) == "ok"
     assert [r.work_id for r in lg.read(seat_ids=["seat-a"])] == ["w3"]  # w2 aged out
 
-    journal = Journal(redis_client, ledger_retention_ms=300)
-    time.sleep(0.4)
+    journal = Journal(redis_client, ledger_retention_ms=RETENTION_MS)
+    time.sleep(RETENTION_MS / 1000 + 0.1)
     for tracking in ("t-a", "t-b"):
         journal.accept(
             tracking, kind="work", seat_id="seat-a", payload="{}", now_ms=NOW, fingerprint=""
@@ -648,7 +653,7 @@ def test_ledger_rows_are_kept_for_the_audit_retention_and_no_longer(
     assert [r.work_id for r in lg.read(seat_ids=["seat-a"])] == ["t-b", "t-a"]
     # the stream lasts as long as its rows: one no row is added to expires with them
     ttl = redis_client.pttl(stream)
-    assert 0 < ttl <= 300
+    assert 0 < ttl <= RETENTION_MS
 
 
 def test_a_final_entry_gives_up_its_payload_and_still_knows_a_repeat(

@@ -217,7 +217,9 @@ def test_a_slow_read_is_not_waited_for_nor_started_twice() -> None:
     first = [f.name for f in figures.collect()]
     second = [f.name for f in figures.collect()]
     release.set()
-    time.sleep(0.1)
+    pending = figures._pending  # the read both scrapes left running
+    assert pending is not None
+    assert isinstance(pending.exception(timeout=30), redis.TimeoutError)
     list(figures.collect())
     assert first == second == ["seatwire_cluster_status_up"]
     assert len(calls) == 2

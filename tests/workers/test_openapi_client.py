@@ -28,6 +28,8 @@ from workers.ingress.app import create_ingress, tracking_id_for
 from workers.settings import Settings
 from workers.stores import keys
 
+pytestmark = pytest.mark.e2e  # runs the generator as a process of its own
+
 PACKAGE = "seatwire_generated_client"
 
 

@@ -272,13 +272,14 @@ def test_a_slow_answer_is_a_read_timeout_naming_the_timeout(server: Server) -> N
     """No answer within the timeout: a failure that says read timeout and 0.3 s, quickly."""
 
     def slow(h: BaseHTTPRequestHandler) -> None:
-        server.release.wait(5)
+        server.release.wait(60)  # released at teardown
         send_json(h, [cand("Too late")])
 
     server.routes["/slow"] = slow
     started = time.monotonic()
     result = server.proposer("/slow").propose(OBJECTIVE, GAP, now_ms=NOW_MS)
-    assert time.monotonic() - started < 2
+    # Far above 0.3 s for a loaded machine, far below the minute the answer would take.
+    assert time.monotonic() - started < 20
     assert result.candidates == ()
     assert reasons(result) == ["read timeout: no answer within 0.3 s"]
 
@@ -300,7 +301,7 @@ def test_a_trickling_answer_is_cut_off_at_the_overall_deadline(server: Server) -
     server.routes["/trickle"] = trickle
     started = time.monotonic()
     result = server.proposer("/trickle").propose(OBJECTIVE, GAP, now_ms=NOW_MS)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 20  # the trickle never ends: any finish is the cut
     assert reasons(result) == ["answer took longer than 0.3 s in all; stopped reading"]
 
 

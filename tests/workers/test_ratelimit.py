@@ -130,16 +130,19 @@ def test_forged_requests_spend_nobodys_budget(client: TestClient) -> None:
 def test_after_retry_after_the_source_is_served_again(
     redis_client: redis.Redis, redis_url: str, tmp_path: Any
 ) -> None:
-    """At one event every 2 s with a burst of 2, the third event at once is a 429 saying 2 s
-    (slow enough that a loaded machine's posts never earn a token meanwhile); sent again
-    after that, it is accepted: a limited event is delayed, never lost."""
-    with ingress(redis_url, tmp_path, rate=0.5, burst=2) as c:
+    """At one event every 5 s with a burst of 2, the third event at once is a 429 saying at
+    most 5 s (slow enough that a loaded machine's posts never earn a token meanwhile; how
+    much less than 5 depends on how long the posts took); sent again after the seconds it
+    says, it is accepted: a limited event is delayed, never lost."""
+    with ingress(redis_url, tmp_path, rate=0.2, burst=2) as c:
         body = slack_event("T0RETRY", 3)
         assert post_slack(c, slack_event("T0RETRY", 1)).status_code == 200
         assert post_slack(c, slack_event("T0RETRY", 2)).status_code == 200
         limited = post_slack(c, body)
-        assert limited.status_code == 429 and limited.headers["Retry-After"] == "2"
-        time.sleep(2.0)
+        assert limited.status_code == 429, limited.text
+        retry_after = int(limited.headers["Retry-After"])
+        assert 1 <= retry_after <= 5, retry_after
+        time.sleep(retry_after)  # what a sender does; Retry-After is rounded up, never short
         again = post_slack(c, body)
         assert again.status_code == 200 and again.json()["status"] == "accepted"
 
