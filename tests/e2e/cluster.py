@@ -127,7 +127,7 @@ def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
-def wait_final(http: httpx.Client, tracking_id: str, timeout: float = 30) -> dict[str, Any]:
+def wait_final(http: httpx.Client, tracking_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body: dict[str, Any] = http.get(f"/v1/work/{tracking_id}").json()
