@@ -214,12 +214,12 @@ def assert_no_own_message_in_any_inbox(world: World) -> None:
 def test_every_payload_is_answered_200_and_ends_final_with_the_expected_verdicts(
     world: World,
 ) -> None:
-    """Pass A, all 136 payloads in file order: each is 200 (accepted, duplicate, skipped with
-    its reason, or the provider's handshake), none 4xx or 5xx; every event journalled ends
-    final; the seats addressed are exactly the ones a user expects; no own message is in its
-    seat's inbox."""
+    """Pass A, every payload in file order (136 when this was written; the folder grows):
+    each is 200 (accepted, duplicate, skipped with its reason, or the provider's handshake),
+    none 4xx or 5xx; every event journalled ends final; the seats addressed are exactly the
+    ones a user expects; no own message is in its seat's inbox."""
     sent = [world.send(p) for p in ALL]
-    assert len(sent) == 136
+    assert len(sent) == len(ALL) >= 136
     assert {s.name: s.status for s in sent if s.status != 200} == {}
     assert [s.name for s in sent if s.answer.get("deliveryId") and s.state not in FINAL] == []
     got = {s.name: directed(s) for s in sent if directed(s)}

@@ -174,9 +174,8 @@ class Turns:
         run = self.container.seat_runs.get(message.seat_id).run
         agent = run.lingering
         active = run.active
+        # A turn that is not this queued one is refused by `start_turn` whatever is found.
         if agent is None or active is None or active.turn_id != message.turn_id:
-            return None
-        if active.state != "queued":
             return None
         here = agent.host == agents.host_id() and agent.pgid is not None
         verdict, seen, killed = None, "", False
