@@ -129,6 +129,20 @@ class Truncation(Wire):
     )
 
 
+class AskNote(Wire):
+    """What an `ask_answered` item says: which of the seat's asks was answered, how, by whom."""
+
+    ask_id: str
+    work_id: str
+    answer: Literal["approved", "declined", "replied", "done", "snoozed"]
+    by: str
+    text: str = ""
+    at_ms: int
+    snooze_until_ms: int | None = None
+    consent_id: str | None = None
+    consent_expires_at_ms: int | None = None
+
+
 class InboxItem(Wire):
     """A directed event in a seat's inbox, at its position."""
 
@@ -148,6 +162,13 @@ class InboxItem(Wire):
         exclude_if=lambda v: v is None,
         description="present only on an item cut to fit its page (it was larger than a page "
         "on its own): which fields were cut and how long they were",
+    )
+    # Only on an item that is not an inbound event: `ask_answered` (with `ask`).
+    kind: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    ask: AskNote | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="on an `ask_answered` item: the ask, its answer, who gave it and the text",
     )
 
 

@@ -242,7 +242,12 @@ IssueVerb = Literal[
     "older",
 ]
 
+# ask_create: {verb, doc}; ask_commit: {verb, version, inbox position}. `again`: this very
+# commit was applied already (its reply was lost); `conflict`: the ask changed since it was read.
+AskVerb = Literal["new", "exists", "ok", "again", "conflict", "missing"]
+
 ScriptVerb = Literal[
+    AskVerb,
     SendBeginVerb,
     OpFinishVerb,
     DeliveryVerb,

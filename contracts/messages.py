@@ -21,11 +21,31 @@ class InboundEnvelope(Wire):
     candidate: Candidate
 
 
+class AskEscalation(Wire):
+    """A report raised because an ask went unanswered: the ask, the rung, and why."""
+
+    ask_id: str
+    level: int
+    target_id: str
+    why: str
+
+
+class AskContext(Wire):
+    """What the ask record keeps of the report an engaged decision came from."""
+
+    revision: int = 1
+    scope: str | None = None
+    risk_kinds: tuple[str, ...] = ()
+    escalates: str | None = None  # an escalation's ask: the ask it escalates
+    level: int = 0
+
+
 class WorkEnvelope(Wire):
     tracking_id: str
     seat_id: str
     accepted_at_ms: int
     report: WorkReport
+    escalation: AskEscalation | None = None
 
 
 class DecisionEnvelope(Wire):
@@ -35,6 +55,7 @@ class DecisionEnvelope(Wire):
     # None on a message that predates it.
     accepted_at_ms: int | None = None
     decision: EngagementDecision
+    asking: AskContext | None = None
 
 
 class ReservedEnvelope(Wire):
@@ -42,6 +63,7 @@ class ReservedEnvelope(Wire):
     seat_id: str
     accepted_at_ms: int | None = None
     decision: EngagementDecision
+    asking: AskContext | None = None
     verdict: GuardrailVerdict  # last: guard_reserve.lua writes its attempt in at the end
 
 
@@ -63,6 +85,11 @@ class OutboundAsk(Wire):
     targets: tuple[Target, ...] = ()
     body: str
     reason_code: str | None = None
+    # The ask record this send is (pipeline/asks.py), its trigger (which answers its buttons
+    # offer), and a signed link that answers it from anywhere (None: none is offered).
+    ask_id: str | None = None
+    trigger: str | None = None
+    answer_url: str | None = None
 
 
 class SendResult(Wire):

@@ -24,6 +24,7 @@ from typing import get_args
 
 import pytest
 
+from contracts.asks import AnswerOutcome, AskClose, AskState
 from contracts.guardrails import COUNTED_OUTCOMES, Outcome
 from contracts.journal import (
     CLOSED_STATES,
@@ -81,6 +82,7 @@ REDIS_COMMANDS = frozenset(
         "HSETNX",
         "INCR",  # leader_hold: a new term's token
         "LPUSH",
+        "LTRIM",  # ask_commit: the brake's window of concluded asks
         "PERSIST",
         "PEXPIRE",
         "PTTL",  # leader_hold: a standby's wait
@@ -111,6 +113,7 @@ COMMAND_ARGUMENTS = frozenset(
         "*",  # XADD: a new id
         "MINID",  # XTRIM
         "PX",  # SET: with a TTL in ms
+        "PXAT",  # SET: until a time (ms): a consent's record
         "LIMIT",  # ZRANGEBYSCORE
         "WITHSCORES",  # ZREVRANGE
         "XX",  # ZADD: only an existing member
@@ -124,6 +127,10 @@ COMMAND_ARGUMENTS = frozenset(
 )
 HASH_FIELDS = frozenset(
     {
+        # an ask (workers/stores/asks.py): its document, version, created ms, last commit
+        "v",
+        "at",
+        "op",
         # inbox meta (and the stats hash): the items refused for the cap, and those reported
         "overflowed",
         "overflowSeen",
@@ -342,8 +349,15 @@ def lua_findings(source: str, filename: str) -> list[str]:
 
 PY_POSITIONS = frozenset({"state", "verb", "outcome"})
 PY_KEYWORDS = frozenset({"outcome", "final_state", "close_as", "state", "verb"})
-# The send gate's outcomes are compared as `gate.outcome` in the send stage.
-PY_NAMED = NAMED | frozenset(get_args(SendOutcome))
+# The send gate's outcomes are compared as `gate.outcome` in the send stage; an ask's states,
+# ends and answer outcomes (contracts/asks.py) as `ask.state`, `outcome.outcome`.
+PY_NAMED = (
+    NAMED
+    | frozenset(get_args(SendOutcome))
+    | frozenset(get_args(AskState))
+    | frozenset(get_args(AskClose))
+    | frozenset(get_args(AnswerOutcome.model_fields["outcome"].annotation))
+)
 
 
 def _subject(node: ast.expr) -> str | None:

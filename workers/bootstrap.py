@@ -26,6 +26,7 @@ from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.outbound.file import FileOutbox
 from workers.settings import Settings
+from workers.stores.asks import AskStore
 from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
 from workers.stores.claims import Claims
@@ -156,6 +157,12 @@ def build_container(
         messages=Messages(client, room=room, retention_ms=settings.message_retention_ms),
         work=WorkItems(client),
         decisions=Decisions(client, room=room),
+        asks=AskStore(
+            client,
+            retention_ms=settings.ask_retention_ms,
+            consent_ttl_ms=settings.consent_ttl_ms,
+            room=room,
+        ),
         app=app,
     )
 

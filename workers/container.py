@@ -14,6 +14,7 @@ from celery import Celery
 from workers.org import OrgSource
 from workers.outbound.base import Outbound
 from workers.settings import Settings
+from workers.stores.asks import AskStore
 from workers.stores.audit import StewardAudit
 from workers.stores.backlog import Backlog
 from workers.stores.claims import Claims
@@ -62,4 +63,5 @@ class Container:
     messages: Messages
     work: WorkItems
     decisions: Decisions
+    asks: AskStore
     app: Celery | None = None

@@ -142,6 +142,17 @@ class Settings(BaseSettings):
     # How long a message between seats (and its request record) is kept; a thread lasts as
     # long as its newest message (workers/stores/messages.py).
     message_retention_ms: int = Field(default=90 * 86_400_000, ge=86_400_000)
+    # The ask record (workers/stores/asks.py): how long an ask waits for its answer before it
+    # goes one rung up, per trigger (JSON, ms; a trigger not named keeps its default:
+    # pipeline/asks.py DEFAULT_TIMEOUTS_MS); how long an approved consent holds; how long an
+    # ended ask is kept.
+    ask_timeouts: dict[str, int] = Field(default_factory=dict)
+    consent_ttl_ms: int = Field(default=86_400_000, ge=60_000)
+    ask_retention_ms: int = Field(default=30 * 86_400_000, ge=86_400_000)
+    # The key answer links are signed with (POST /v1/asks/{id}/answer?token=...); without
+    # one, links are signed with a key derived from the operator token, and without that
+    # no link is offered.
+    answer_link_secret: SecretStr | None = None
     slack_signing_secret: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("SEATWIRE_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),
@@ -150,6 +161,26 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("SEATWIRE_GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"),
     )
+
+    @field_validator("ask_timeouts")
+    @classmethod
+    def _known_triggers(cls, value: dict[str, int]) -> dict[str, int]:
+        """Only the four triggers have a timeout, each at least a minute."""
+        from pipeline.engagement.triggers import TRIGGERS
+
+        for trigger, ms in value.items():
+            if trigger not in TRIGGERS:
+                raise ValueError(f"unknown trigger {trigger!r}: one of {', '.join(TRIGGERS)}")
+            if ms < 60_000:
+                raise ValueError(f"the timeout of {trigger} is {ms} ms: at least 60000")
+        return value
+
+    @property
+    def timeouts_ms(self) -> dict[str, int]:
+        """Each trigger's ask timeout: the defaults, with what SEATWIRE_ASK_TIMEOUTS names."""
+        from pipeline.asks import DEFAULT_TIMEOUTS_MS
+
+        return {**DEFAULT_TIMEOUTS_MS, **self.ask_timeouts}
 
     @property
     def ingress_url(self) -> str:

@@ -57,7 +57,8 @@ import redis
 from celery import Celery
 
 from contracts import EngagementDecision, GuardrailVerdict
-from contracts.messages import DecisionEnvelope, ReservedEnvelope
+from contracts.messages import AskContext, DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+from pipeline.asks import asking_of
 from workers import clock
 from workers.broker import publish
 from workers.queues import FIRST_STAGE, QUEUE_TASK, STAGE_QUEUES, STATE_STAGE, Queue, task_id
@@ -111,11 +112,16 @@ def message_for(
         payload: dict[str, Any] = json.loads(entry["payload"])
         return payload
     decision = EngagementDecision.model_validate_json(entry["decision"])
+    asking = _asking(entry)
     seat_id = entry.get("seatId", "")
     accepted_at = int(entry.get("acceptedAtMs") or 0) or None
     if queue == Queue.GUARDRAILS:
         return DecisionEnvelope(
-            tracking_id=tracking_id, seat_id=seat_id, accepted_at_ms=accepted_at, decision=decision
+            tracking_id=tracking_id,
+            seat_id=seat_id,
+            accepted_at_ms=accepted_at,
+            decision=decision,
+            asking=asking,
         ).to_wire()
     # The send stage builds its ask from the op's own attempt, never the message's.
     verdict = GuardrailVerdict(allowed=True, attempt=int(op_attempt or 1))
@@ -124,8 +130,19 @@ def message_for(
         seat_id=seat_id,
         accepted_at_ms=accepted_at,
         decision=decision,
+        asking=asking,
         verdict=verdict,
     ).to_wire()
+
+
+def _asking(entry: dict[str, str]) -> AskContext | None:
+    """What the ask record keeps of a work report's entry (None for any other entry)."""
+    if entry.get("kind") != "work" or not entry.get("payload"):
+        return None
+    try:
+        return asking_of(WorkEnvelope.model_validate_json(entry["payload"]))
+    except ValueError:
+        return None
 
 
 def plan(tracking_id: str, entry: dict[str, str], op_attempt: str | None) -> Plan:

@@ -29,6 +29,7 @@ from workers.stages.directedness import Directedness
 from workers.stages.engagement import Engagement
 from workers.stages.guardrails import Guardrails
 from workers.stages.send import Send
+from workers.stores.asks import AskStore
 from workers.stores.inbound import InboundStore, Recorded
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
@@ -80,11 +81,20 @@ class Stages:
     mode: SendMode = "on"
     policy: SendPolicy = field(default_factory=SendPolicy)
 
+    # The ask record the engagement and send stages keep; by default on the ledger's Redis.
+    asks: AskStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.asks is None:
+            self.asks = AskStore(self.ledger.r)
+
     def directedness(self, env: InboundEnvelope) -> Recorded:
         return Directedness(self.org, self.inbound, self.clock_ms)(env)
 
     def engagement(self, env: WorkEnvelope) -> DecisionEnvelope | None:
-        stage = Engagement(self.journal, self.ledger, self.org, self.clock_ms, self.mode)
+        stage = Engagement(
+            self.journal, self.ledger, self.org, self.clock_ms, self.mode, asks=self.asks
+        )
         return stage(env)
 
     def guardrails(self, env: DecisionEnvelope) -> ReservedEnvelope | None:
@@ -107,4 +117,5 @@ class Stages:
             new_token=self.new_token,
             mode=self.mode,
             policy=self.policy,
+            asks=self.asks,
         )

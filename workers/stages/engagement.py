@@ -11,10 +11,11 @@ import redis
 from celery import Celery
 
 from contracts import EngagementDecision
-from contracts.messages import DecisionEnvelope, WorkEnvelope
+from contracts.messages import AskContext, DecisionEnvelope, WorkEnvelope
 from contracts.send import SendMode
+from pipeline.asks import as_escalation, asking_of, read_record
 from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
-from pipeline.guardrails import check_guardrails, judge
+from pipeline.guardrails import check_guardrails, dedupe_key_for, judge
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import PermanentError
@@ -31,6 +32,7 @@ from workers.stages.base import (
     register_stage,
 )
 from workers.stages.rows import ledger_row, nonengagement_row
+from workers.stores.asks import AskStore
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.telemetry import telemetry
@@ -48,6 +50,9 @@ class Engagement:
     # With a broker that is the stores' Redis, an engaging decision is recorded together with
     # the guardrail stage's message (workers/stores/onward.py); None: the task publishes it.
     onwards: Onwards | None = None
+    # The ask record: what was already answered, consented, declined or snoozed, and whether
+    # the seat's asks are held (pipeline/asks.py `read_record`). None: not read.
+    asks: AskStore | None = None
 
     @classmethod
     def of(cls, c: Container, onwards: Onwards | None = None) -> Engagement:
@@ -57,6 +62,7 @@ class Engagement:
             org=c.org,
             mode=c.settings.send_mode,
             onwards=onwards,
+            asks=c.asks,
         )
 
     def __call__(self, env: WorkEnvelope, start: Start | None = None) -> DecisionEnvelope | None:
@@ -80,7 +86,13 @@ class Engagement:
             degraded=tuple(degraded),
             limits=self.ledger.limits,
         )
-        decision = self._judged(plan_engagement(env.report, ctx), seat.member_id)
+        plan = plan_engagement(env.report, ctx)
+        esc = env.escalation
+        if esc is not None and plan.engage:
+            key = dedupe_key_for(plan.work_id, "ask_unanswered", plan.targets)
+            plan = as_escalation(plan, esc.ask_id, esc.why, key)
+        asking = asking_of(env)
+        decision = self._judged(self._read_record(plan, env, asking), seat.member_id)
         row = (
             None
             if decision.engage
@@ -91,6 +103,7 @@ class Engagement:
             seat_id=seat.member_id,
             accepted_at_ms=env.accepted_at_ms,
             decision=decision,
+            asking=asking if decision.engage else None,
         )
         onward = (
             self.onwards.message(
@@ -114,6 +127,29 @@ class Engagement:
         if not stored.engage:
             return None
         return nxt.model_copy(update={"decision": stored})
+
+    def _read_record(
+        self, plan: EngagementDecision, env: WorkEnvelope, asking: AskContext
+    ) -> EngagementDecision:
+        """An engaging plan against the ask record, before the guardrails count it: an
+        answer, consent, decline or snooze already on record, or a held seat, engages
+        nobody. A record that cannot be read is said so, and the plan stands."""
+        if not plan.engage or self.asks is None:
+            return plan
+        try:
+            view = self.asks.view(plan, env.seat_id)
+        except redis.RedisError as exc:
+            failed = f"ask_record_read_failed:{type(exc).__name__}"
+            return plan.model_copy(update={"degraded": (*plan.degraded, failed)})
+        return read_record(
+            plan,
+            view,
+            revision=asking.revision,
+            scope=asking.scope,
+            risk_kinds=asking.risk_kinds,
+            now_ms=plan.now_ms,
+            escalation=env.escalation is not None,
+        )
 
     def _judged(self, plan: EngagementDecision, seat_id: str) -> EngagementDecision:
         """An engaging plan judged once, against every seat's counts that bear on this ask

@@ -43,6 +43,7 @@ def send_onward(onwards: Onwards, env: DecisionEnvelope) -> Onward:
         seat_id=env.seat_id,
         accepted_at_ms=env.accepted_at_ms,
         decision=env.decision,
+        asking=env.asking,
         verdict=GuardrailVerdict(allowed=True, attempt=1),
     ).model_dump_json(by_alias=True)
     end = '"attempt":1' + _ATTEMPT_TAIL
@@ -89,6 +90,7 @@ class Guardrails:
                 seat_id=env.seat_id,
                 accepted_at_ms=env.accepted_at_ms,
                 decision=env.decision,
+                asking=env.asking,
                 verdict=verdict,
             )
         at_ms = self.refuse(env.tracking_id, env.seat_id, env.decision, verdict)

@@ -24,6 +24,7 @@ from contracts import GuardrailVerdict, SendGateVerdict, SendPolicy
 from contracts.journal import ReleaseCounter
 from contracts.messages import OutboundAsk, ReservedEnvelope, SendResult
 from contracts.send import SendMode, SendStart, SendStep
+from pipeline.asks import DEFAULT_TIMEOUTS_MS, ask_id_for
 from pipeline.decisions import thread_ttl_ms
 from pipeline.facts import Places, learn_from_send
 from pipeline.send import after_lookup, after_rereserve, give_up_step, next_step
@@ -44,8 +45,9 @@ from workers.recovery.faults import crash_point
 from workers.stages.base import Deps, StageTask, Start, refused, register_stage
 from workers.stages.guardrails import Guardrails
 from workers.stages.rows import stage_row
-from workers.stages.send_ask import ask_of, gate, idempotency_id
+from workers.stages.send_ask import ask_of, gate, idempotency_id, record_ask, settle_ask
 from workers.stages.send_retry import retry_send
+from workers.stores.asks import AskStore
 from workers.stores.dlq import Delivery
 from workers.stores.inbound import InboundStore, fact_keys
 from workers.stores.ledger import Ledger
@@ -76,6 +78,9 @@ class Send:
     new_token: Callable[[], str] = lambda: secrets.token_hex(8)
     mode: SendMode = "on"
     policy: SendPolicy = field(default_factory=SendPolicy)
+    # The ask record, written before the post and settled with the op (None: not kept).
+    asks: AskStore | None = None
+    timeouts: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS_MS))
 
     @classmethod
     def of(cls, c: Container) -> Send:
@@ -89,6 +94,8 @@ class Send:
             lease_ms=(s.task_time_limit_s + 10) * 1000,
             mode=s.send_mode,
             policy=s.send_policy,
+            asks=c.asks,
+            timeouts=s.timeouts_ms,
         )
 
     def __call__(self, env: ReservedEnvelope, start: Start | None = None) -> str:
@@ -121,6 +128,7 @@ class Send:
         if step.kind == "expiring" and self._rereserve(env) == "refuse":
             return "refused"  # lapsed again, and the limits refuse it now
         if step.kind == "done":
+            self._settled_before(env)
             return step.final_state or ""
         if step.kind == "busy":
             raise LeaseBusy(step.lease_until_ms or 0)
@@ -211,6 +219,8 @@ class Send:
         """Look the ask up if in doubt, ask the gate, then record, park or post it."""
         verdict = self._verdict(env, step)
         ask = ask_of(env, verdict)
+        if self.asks is not None:
+            record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
         crash_point("send", "after_intent", env.tracking_id)
         reserved_at = step.reserved_at_ms or 0
         reconcile = step.kind == "reconcile"
@@ -375,11 +385,49 @@ class Send:
             facts=self._taught(env.seat_id, ask, result) if outcome == "engaged" else (),
             fact_ttl_ms=self.inbound.fact_ttl_ms,
         )
+        if verb in ("ok", "done") and self.asks is not None and ask.ask_id is not None:
+            settle_ask(
+                self.asks,
+                ask.ask_id,
+                outcome=outcome,
+                adapter=self.outbound.name,
+                now_ms=now,
+                result=result,
+                thread_root_id=ask.thread_root_id,
+                why=why or reason or "",
+            )
         if verb == "ok":  # this try ended the op (`done`: an earlier one had)
             metrics = telemetry()
             metrics.sent(self.outbound.name, outcome)
             metrics.finished("work", outcome, accepted_at_ms=env.accepted_at_ms, now_ms=now)
         return verb
+
+    def _settled_before(self, env: ReservedEnvelope) -> None:
+        """A redelivered send whose op an earlier try ended: the ask learns how, in case that
+        try's worker died before it wrote it (the op holds where the ask landed)."""
+        if self.asks is None or not env.decision.dedupe_key:
+            return
+        state = self.ledger.op_state(env.tracking_id)
+        attempt = int(state.get("attempt") or env.verdict.attempt)
+        ask_id = ask_id_for(env.decision.dedupe_key, attempt)
+        record = self.asks.get(ask_id)
+        if record is None or record.state != "pending":
+            return
+        outcome = state.get("state", "")
+        result = None
+        if outcome == "engaged" and state.get("messageId"):
+            result = SendResult(
+                channel_id=state.get("channelId", ""), message_id=state["messageId"]
+            )
+        settle_ask(
+            self.asks,
+            ask_id,
+            outcome=outcome,
+            adapter=self.outbound.name,
+            now_ms=self.clock_ms(),
+            result=result,
+            thread_root_id=env.decision.thread_root_id,
+        )
 
     @staticmethod
     def _taught(seat_id: str, ask: OutboundAsk, result: SendResult | None) -> list[str]:

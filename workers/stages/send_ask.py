@@ -5,12 +5,16 @@ with each reached person's time zone from the org file."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from contracts import EngagementDecision, GuardrailVerdict, SendGateVerdict, SendPolicy
-from contracts.messages import OutboundAsk, ReservedEnvelope
+from contracts.asks import Ask, AskClose, AskLanding
+from contracts.messages import AskContext, OutboundAsk, ReservedEnvelope, SendResult
+from pipeline.asks import ask_id_for, landed, new_ask, send_ended, withdrawn
 from pipeline.send_gate import check_send, reached_member_ids
 from workers.errors import ConfigError
 from workers.org import OrgSource
+from workers.stores.asks import AskStore
 from workers.timezones import offset_of
 
 log = logging.getLogger("seatwire.send")
@@ -40,7 +44,82 @@ def ask_of(env: ReservedEnvelope, verdict: GuardrailVerdict) -> OutboundAsk:
         targets=d.targets,
         body=d.body or "",
         reason_code=d.reason_code,
+        ask_id=ask_id_for(d.dedupe_key or "", verdict.attempt),
+        trigger=d.trigger,
     )
+
+
+def record_ask(
+    asks: AskStore,
+    env: ReservedEnvelope,
+    ask: OutboundAsk,
+    *,
+    timeouts: Mapping[str, int],
+    now_ms: int,
+) -> Ask:
+    """The ask's record, written before anything is posted (kept as it is when a try before
+    this one wrote it)."""
+    asking = env.asking or AskContext()
+    record = new_ask(
+        env.decision,
+        seat_id=env.seat_id,
+        tracking_id=env.tracking_id,
+        attempt=ask.attempt,
+        now_ms=now_ms,
+        timeouts=timeouts,
+        revision=asking.revision,
+        scope=asking.scope,
+        risk_kinds=asking.risk_kinds,
+        escalates=asking.escalates,
+        level=asking.level,
+    )
+    before = asks.latest(record.dedupe_key)
+    new, stored = asks.create(record)
+    if new and before is not None and before.id != stored.id and before.is_open:
+        # The seat reported the work anew (a later revision) and it is asked again: the
+        # earlier ask under the same key is superseded, never left to time out and escalate.
+        why = f"superseded by ask {stored.id} (revision {stored.revision} of the work)"
+        ended = asks.update(before.id, lambda a: withdrawn(a, why, now_ms=now_ms))
+        if ended is not None:
+            asks.close_escalations(ended, now_ms=now_ms)
+    return stored
+
+
+def settle_ask(
+    asks: AskStore,
+    ask_id: str,
+    *,
+    outcome: str,
+    adapter: str,
+    now_ms: int,
+    result: SendResult | None = None,
+    thread_root_id: str | None = None,
+    why: str = "",
+) -> Ask | None:
+    """Write on the ask how its send ended: landed (open, with where; its message linked for
+    clicks and replies), or closed because nobody was asked. None when there is no record
+    (an op older than the ask record)."""
+    if outcome == "engaged" and result is not None:
+        landing = AskLanding(
+            adapter=adapter,
+            channel_id=result.channel_id,
+            message_id=result.message_id,
+            thread_root_id=thread_root_id or result.message_id,
+            at_ms=now_ms,
+        )
+        stored = asks.update(ask_id, lambda a: landed(a, landing, now_ms=now_ms))
+        if stored is not None:
+            asks.link(stored)
+        return stored
+    closed: dict[str, AskClose] = {
+        "send_failed": "send_failed",
+        "send_blocked": "send_blocked",
+        "shadowed": "shadowed",
+    }
+    if outcome not in closed:
+        return asks.get(ask_id)
+    end = closed[outcome]
+    return asks.update(ask_id, lambda a: send_ended(a, end, why or outcome, now_ms=now_ms))
 
 
 def gate(ask: OutboundAsk, *, org: OrgSource, policy: SendPolicy, now_ms: int) -> SendGateVerdict:

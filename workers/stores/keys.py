@@ -373,3 +373,66 @@ def work_expiry(kind: str) -> str:
 def direction_log(direction_id: str) -> str:
     """Stream of one direction's audit: every change, oldest first."""
     return f"{PREFIX}dir:{direction_id}:log"
+
+
+# The ask record (workers/stores/asks.py): each ask's hash (doc, version, created at, last op),
+# its indexes (zsets of ask ids by created ms: all, per seat, per person asked, per work, the
+# open ones; the due ones by deadline ms), the latest ask under each dedupe key, the message
+# each landed as (for replies and clicks), consents and declines, and each seat's brake.
+ASKS_ALL = f"{PREFIX}asks"
+ASKS_OPEN = f"{PREFIX}asks:open"
+ASKS_DUE = f"{PREFIX}asks:due"
+CONSENTS = f"{PREFIX}consents"  # zset consentId -> expires at ms
+
+
+def ask(ask_id: str) -> str:
+    return f"{PREFIX}ask:{ask_id}"
+
+
+def asks_of_seat(seat_id: str) -> str:
+    return f"{PREFIX}asks:seat:{seat_id}"
+
+
+def asks_of_person(member_id: str) -> str:
+    return f"{PREFIX}asks:person:{member_id}"
+
+
+def asks_of_work(work_id: str) -> str:
+    return f"{PREFIX}asks:work:{work_id}"
+
+
+def ask_latest(dedupe_key: str) -> str:
+    """Zset: the asks under a dedupe key by attempt (the latest is the highest)."""
+    return f"{PREFIX}asks:key:{dedupe_key}"
+
+
+def ask_message(channel_id: str, message_id: str) -> str:
+    """The ask a sent message is (Slack channel and ts, or a webhook's message id)."""
+    return f"{PREFIX}asks:msg:{channel_id}:{message_id}"
+
+
+def consent(consent_id: str) -> str:
+    return f"{PREFIX}consent:{consent_id}"
+
+
+def consents_of_work(work_id: str) -> str:
+    return f"{PREFIX}consents:work:{work_id}"
+
+
+def declines_of_work(work_id: str) -> str:
+    """Hash: normalised scope -> the decline record (JSON)."""
+    return f"{PREFIX}declines:work:{work_id}"
+
+
+def asks_concluded(seat_id: str) -> str:
+    """List, newest first: `askId|how` of the seat's concluded asks (the brake's window)."""
+    return f"{PREFIX}asks:concluded:{seat_id}"
+
+
+def asks_brake(seat_id: str) -> str:
+    return f"{PREFIX}asks:brake:{seat_id}"
+
+
+def ask_escalations(ask_id: str) -> str:
+    """Set: the ids of the asks an ask's escalations were sent as."""
+    return f"{PREFIX}asks:up:{ask_id}"

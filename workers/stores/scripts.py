@@ -27,6 +27,8 @@ from redis.exceptions import NoScriptError
 
 # Every script, and the library scripts each one is run with in front of it.
 SCRIPTS: dict[str, tuple[str, ...]] = {
+    "ask_commit": ("ledger_common", "inbox_common"),
+    "ask_create": (),
     "backlog_add": (),
     "backlog_done": (),
     "claim_release": ("subject_common",),

@@ -1,0 +1,715 @@
+"""The ask's life after the decision: its state machine, its timeout and escalation ladder,
+what a later decision reads from it, and the nuisance brake. Pure: the record and `now_ms`
+in, the next record (with the event that says why) out.
+
+    pending --landed--> open --answer--> answered
+       |                 |  \\--snooze--> snoozed --(snooze ends)--> open
+       |                 \\--(timeout)--> escalated --(timeout)--> escalated (one rung more)
+       |                                     \\--(timeout at the top)--> closed (expired)
+       \\--send failed / blocked / shadowed--> closed
+
+An answer can arrive in any open state, the send still in flight included; the first valid
+one wins and every later one is recorded as `late_answer`, changing nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from contracts.asks import (
+    MAX_ANSWER_TEXT,
+    MAX_HISTORY,
+    AnswerOutcome,
+    AnswerVerb,
+    AnswerVia,
+    Ask,
+    AskAnswer,
+    AskBrake,
+    AskClose,
+    AskEvent,
+    AskLanding,
+    ConsentRecord,
+    DeclineRecord,
+    EscalationStep,
+)
+from contracts.engagement import EngagementDecision, GuardrailSummary
+from contracts.inbound import AskNote, Candidate, CandidateIds, InboxItem, MessagePart
+from contracts.messages import AskContext, WorkEnvelope
+from contracts.work import Blocker, Risk, WorkReport
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+
+CONSENT = "irreversible_or_external"
+
+# How long an ask waits for its answer before it goes one rung up. An ask that stops the work
+# (a consent, a blocker) is short: the seat can do nothing until it is answered, and four
+# hours is half a working day. A review and a commitment at risk wait a working day: a
+# review is queued work for the reviewer, and a commitment's owner has until its due date.
+DEFAULT_TIMEOUTS_MS: dict[str, int] = {
+    "irreversible_or_external": 4 * HOUR_MS,
+    "blocked_on_other": 4 * HOUR_MS,
+    "mandatory_review": 24 * HOUR_MS,
+    "commitment_at_risk": 24 * HOUR_MS,
+}
+FALLBACK_TIMEOUT_MS = 24 * HOUR_MS  # a trigger the table does not name
+DEFAULT_CONSENT_TTL_MS = DAY_MS
+DEFAULT_SNOOZE_MS = 2 * HOUR_MS  # a Snooze button with no time of its own
+MAX_SNOOZE_MS = 7 * DAY_MS
+# Rungs above the ask: its target's supervisor, then once more; then the ask expires.
+MAX_LEVEL = 2
+# The nuisance brake: a seat whose last BRAKE_WINDOW concluded asks hold BRAKE_BAD or more
+# declined or unanswered ones stops asking until an operator lifts the hold.
+BRAKE_WINDOW = 5
+BRAKE_BAD = 3
+
+Rung = Literal["target_supervisor", "seat_supervisor", "seat_operator"]
+
+
+def ask_id_for(dedupe_key: str, attempt: int) -> str:
+    """One ask per dedupe key and attempt: the same decision sent again is the same ask."""
+    return f"ask-{dedupe_key}-{attempt}"
+
+
+def asking_of(env: WorkEnvelope) -> AskContext:
+    """What the ask record keeps of the report an engaged decision came from."""
+    report = env.report
+    esc = env.escalation
+    return AskContext(
+        revision=report.revision,
+        scope=report.scope,
+        risk_kinds=risk_kinds_of(report.risk),
+        escalates=None if esc is None else esc.ask_id,
+        level=0 if esc is None else esc.level,
+    )
+
+
+def timeout_for(trigger: str | None, timeouts: Mapping[str, int]) -> int:
+    return timeouts.get(trigger or "", FALLBACK_TIMEOUT_MS)
+
+
+def risk_kinds_of(risk: Risk | None) -> tuple[str, ...]:
+    """The kinds of risk a report names, in a fixed order."""
+    if risk is None:
+        return ()
+    return tuple(k for k in ("irreversible", "external", "financial") if getattr(risk, k))
+
+
+def _event(
+    ask: Ask, at_ms: int, event: str, reason_code: str, why: str, by: str | None = None
+) -> tuple[AskEvent, ...]:
+    e = AskEvent.model_validate(
+        {"atMs": at_ms, "event": event, "reasonCode": reason_code, "why": why, "by": by}
+    )
+    history = (*ask.history, e)
+    if len(history) > MAX_HISTORY:  # the first (how it began) and the latest
+        history = (history[0], *history[-(MAX_HISTORY - 1) :])
+    return history
+
+
+def _with(ask: Ask, event: tuple[int, str, str, str, str | None], **update: object) -> Ask:
+    at_ms, name, code, why, by = event
+    return ask.model_copy(update={**update, "history": _event(ask, at_ms, name, code, why, by)})
+
+
+def new_ask(
+    decision: EngagementDecision,
+    *,
+    seat_id: str,
+    tracking_id: str,
+    attempt: int,
+    now_ms: int,
+    timeouts: Mapping[str, int],
+    revision: int = 1,
+    scope: str | None = None,
+    risk_kinds: tuple[str, ...] = (),
+    escalates: str | None = None,
+    level: int = 0,
+) -> Ask:
+    """The record of an engaged decision, before the send posts anything."""
+    key = decision.dedupe_key or ""
+    ask = Ask(
+        id=ask_id_for(key, attempt),
+        seat_id=seat_id,
+        work_id=decision.work_id,
+        revision=revision,
+        trigger=decision.trigger,
+        reason_code=decision.reason_code,
+        reason=decision.reason,
+        scope=scope,
+        risk_kinds=risk_kinds,
+        targets=decision.targets,
+        surface=decision.surface,
+        dedupe_key=key,
+        attempt=attempt,
+        tracking_id=tracking_id,
+        created_at_ms=now_ms,
+        timeout_ms=timeout_for(decision.trigger, timeouts),
+        escalates=escalates,
+        level=level,
+    )
+    names = ", ".join(t.member_id for t in decision.targets) or "nobody"
+    why = f"engaged {names} ({decision.reason_code}); the send is in flight"
+    return _with(ask, (now_ms, "created", decision.reason_code or "engaged", why, None))
+
+
+def landed(ask: Ask, landing: AskLanding, *, now_ms: int) -> Ask:
+    """The send reached the provider: `open` until its deadline. An ask answered or snoozed
+    while the send was in flight keeps that answer; it only learns where it landed."""
+    if ask.landing is not None:
+        return ask  # already known: a redelivered send
+    where = landing.channel_id or landing.adapter
+    why = f"sent to {where} (message {landing.message_id})"
+    if ask.state != "pending":
+        return _with(ask, (now_ms, "sent", "sent", why, None), landing=landing)
+    if ask.escalates is not None:  # the ask it escalates keeps the time
+        return _with(ask, (now_ms, "sent", "sent", why, None), landing=landing, state="open")
+    deadline = now_ms + ask.timeout_ms
+    return _with(
+        ask,
+        (now_ms, "sent", "sent", f"{why}; it times out at {deadline} ms", None),
+        landing=landing,
+        state="open",
+        deadline_ms=deadline,
+    )
+
+
+def send_ended(ask: Ask, closed: AskClose, why: str, *, now_ms: int) -> Ask:
+    """The send ended without asking anybody: the ask closes, never left open. An answer
+    that arrived meanwhile stands (it was given)."""
+    if ask.state != "pending":
+        return ask
+    return _with(
+        ask, (now_ms, "closed", closed, why, None), state="closed", closed=closed, deadline_ms=None
+    )
+
+
+def withdrawn(ask: Ask, why: str, *, now_ms: int) -> Ask:
+    """The seat's work moved on: an open ask closes as withdrawn."""
+    if not ask.is_open:
+        return ask
+    return _with(
+        ask,
+        (now_ms, "closed", "withdrawn", why, None),
+        state="closed",
+        closed="withdrawn",
+        deadline_ms=None,
+    )
+
+
+def closed_as(ask: Ask, closed: AskClose, root: Ask, *, now_ms: int) -> Ask | None:
+    """An escalation's own ask, closed because the ask it escalates ended (answered at
+    another rung, or expired); None when it already ended."""
+    if not ask.is_open:
+        return None
+    how = root.answer.answer if root.answer else root.closed
+    why = f"the ask it escalates ({root.id}) ended: {how}"
+    return _with(
+        ask, (now_ms, "closed", closed, why, None), state="closed", closed=closed, deadline_ms=None
+    )
+
+
+@dataclass(frozen=True)
+class AnswerIn:
+    """One answer as it arrived, from any surface."""
+
+    verb: AnswerVerb
+    by: str
+    via: AnswerVia
+    text: str = ""
+    snooze_until_ms: int | None = None
+    consent_ttl_ms: int | None = None
+
+
+def consent_id_for(ask_id: str) -> str:
+    return f"consent-{ask_id.removeprefix('ask-')}"
+
+
+def answer_ask(
+    ask: Ask, a: AnswerIn, *, now_ms: int, consent_ttl_ms: int = DEFAULT_CONSENT_TTL_MS
+) -> AnswerOutcome:
+    """Apply one answer: the first valid one wins; a later one is `late_answer`, written in
+    the history and changing nothing else; an invalid one is refused and changes nothing."""
+    text = a.text[:MAX_ANSWER_TEXT]
+
+    def refused(code: str, why: str) -> AnswerOutcome:
+        return AnswerOutcome(outcome="refused", reason_code=code, why=why, ask=ask)
+
+    if ask.state == "answered" and ask.answer is not None:
+        first = ask.answer
+        why = (
+            f"{a.by}'s {a.verb} came after {first.by}'s {first.answer} at {first.at_ms} ms: "
+            "the first answer stands"
+        )
+        late = _with(ask, (now_ms, "late_answer", "late_answer", why, a.by))
+        return AnswerOutcome(outcome="late_answer", reason_code="late_answer", why=why, ask=late)
+    if ask.state == "closed":
+        return refused("ask_closed", f"ask {ask.id} is closed ({ask.closed}): nothing to answer")
+    if ask.is_consent and a.by not in ask.asked_ids():
+        names = ", ".join(ask.asked_ids()) or "nobody"
+        return refused(
+            "not_a_target", f"this consent is asked of {names}; an answer by {a.by} does not count"
+        )
+    if a.verb == "snoozed":
+        until = a.snooze_until_ms if a.snooze_until_ms is not None else now_ms + DEFAULT_SNOOZE_MS
+        if until <= now_ms:
+            return refused("snooze_in_past", f"snoozeUntilMs {until} is not after now ({now_ms})")
+        if until - now_ms > MAX_SNOOZE_MS:
+            return refused(
+                "snooze_too_long", f"a snooze lasts at most {MAX_SNOOZE_MS // DAY_MS} days"
+            )
+        why = f"{a.by} snoozed it until {until} ms"
+        snoozed = _with(
+            ask,
+            (now_ms, "snoozed", "snoozed", why, a.by),
+            state="snoozed",
+            snooze_until_ms=until,
+            deadline_ms=until,
+        )
+        return AnswerOutcome(outcome="snoozed", reason_code="snoozed", why=why, ask=snoozed)
+    consent: ConsentRecord | None = None
+    answer = AskAnswer(answer=a.verb, by=a.by, text=text, via=a.via, at_ms=now_ms)
+    if ask.is_consent and a.verb == "approved":
+        ttl = a.consent_ttl_ms or consent_ttl_ms
+        consent = ConsentRecord(
+            id=consent_id_for(ask.id),
+            work_id=ask.work_id,
+            scope=ask.scope,
+            risk_kinds=ask.risk_kinds,
+            seat_id=ask.seat_id,
+            ask_id=ask.id,
+            by=a.by,
+            at_ms=now_ms,
+            expires_at_ms=now_ms + ttl,
+        )
+        answer = answer.model_copy(
+            update={"consent_id": consent.id, "consent_expires_at_ms": consent.expires_at_ms}
+        )
+    why = f"{a.by} answered {a.verb} ({a.via})" + (f": {text[:200]}" if text else "")
+    done = _with(
+        ask,
+        (now_ms, "answered", a.verb, why, a.by),
+        state="answered",
+        answer=answer,
+        deadline_ms=None,
+        snooze_until_ms=None,
+    )
+    return AnswerOutcome(outcome="answered", reason_code=a.verb, why=why, ask=done, consent=consent)
+
+
+ASK_SOURCE = "seatwire:asks"
+
+
+def answered_item(outcome: AnswerOutcome, *, root: Ask | None = None) -> InboxItem | None:
+    """The `ask_answered` item the seat's inbox gets for an answer that changed its ask (an
+    answer or a snooze; None for a late or refused one). An escalation's answer is told as
+    the answer to the ask it escalates (`root`), which is the seat's own."""
+    if outcome.outcome not in ("answered", "snoozed"):
+        return None
+    ask = root or outcome.ask
+    changed = outcome.ask
+    last = changed.history[-1]
+    by = last.by or ""
+    if changed.answer is not None and outcome.outcome == "answered":
+        a = changed.answer
+        note = AskNote(
+            ask_id=ask.id,
+            work_id=ask.work_id,
+            answer=a.answer,
+            by=a.by,
+            text=a.text,
+            at_ms=a.at_ms,
+            consent_id=a.consent_id,
+            consent_expires_at_ms=a.consent_expires_at_ms,
+        )
+    else:
+        note = AskNote(
+            ask_id=ask.id,
+            work_id=ask.work_id,
+            answer="snoozed",
+            by=by,
+            at_ms=last.at_ms,
+            snooze_until_ms=changed.snooze_until_ms,
+        )
+    delivery = f"{ask.id}:{note.answer}:{note.at_ms}"
+    where = ask.landing.channel_id if ask.landing else None
+    return InboxItem(
+        position=1,
+        delivery_id=delivery,
+        family="messaging",
+        source=ASK_SOURCE,
+        surface="ask",
+        reason="ask_answered",
+        why=f"{note.by} answered your ask {ask.id} about {ask.work_id}: {note.answer}"
+        + (f" (until {note.snooze_until_ms} ms)" if note.snooze_until_ms else "")
+        + f"; read it with get_ask ask_id={ask.id}",
+        at_ms=note.at_ms,
+        candidate=Candidate(
+            family="messaging",
+            source=ASK_SOURCE,
+            delivery_id=delivery,
+            ids=CandidateIds(
+                channel_id=where,
+                message_id=ask.landing.message_id if ask.landing else None,
+            ),
+            msg=MessagePart(author_id=note.by, body=note.text),
+            at_ms=note.at_ms,
+        ),
+        kind="ask_answered",
+        ask=note,
+    )
+
+
+def decline_of(ask: Ask) -> DeclineRecord | None:
+    """The decline record of a declined consent (None for any other ask)."""
+    a = ask.answer
+    if not ask.is_consent or a is None or a.answer != "declined":
+        return None
+    return DeclineRecord(
+        work_id=ask.work_id,
+        scope=ask.scope,
+        revision=ask.revision,
+        seat_id=ask.seat_id,
+        ask_id=ask.id,
+        by=a.by,
+        at_ms=a.at_ms,
+        text=a.text,
+    )
+
+
+# ---------------------------------------------------------------------- timeouts
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """Who is above whom: each member's supervisor, and the seat's own supervisor and
+    operator (the org file's)."""
+
+    supervisors: Mapping[str, str | None]
+    seat_supervisor: str | None = None
+    seat_operator: str | None = None
+
+
+def next_rung(ask: Ask, ladder: Ladder) -> tuple[str, Rung] | None:
+    """Whom an unanswered ask goes to next: the supervisor of the person asked last, else the
+    seat's supervisor, else its operator; never someone it already asked or the seat."""
+    asked = set(ask.asked_ids()) | {ask.seat_id}
+    last = (
+        [ask.escalations[-1].target_id] if ask.escalations else [t.member_id for t in ask.targets]
+    )
+    for person in last:
+        boss = ladder.supervisors.get(person)
+        if boss and boss not in asked:
+            return boss, "target_supervisor"
+    if ladder.seat_supervisor and ladder.seat_supervisor not in asked:
+        return ladder.seat_supervisor, "seat_supervisor"
+    if ladder.seat_operator and ladder.seat_operator not in asked:
+        return ladder.seat_operator, "seat_operator"
+    return None
+
+
+@dataclass(frozen=True)
+class Due:
+    """What a due ask does now: wake from a snooze, escalate one rung, or expire."""
+
+    kind: Literal["wake", "escalate", "expire", "not_due"]
+    ask: Ask
+    target: tuple[str, Rung] | None = None
+    why: str = ""
+
+
+def _asked_line(ask: Ask) -> str:
+    names = ", ".join(ask.asked_ids()) or "nobody"
+    since = ask.landing.at_ms if ask.landing else ask.created_at_ms
+    return f"asked {names} at {since} ms"
+
+
+def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
+    """An ask whose deadline came: a snooze ends (open again, with a new timeout); an
+    unanswered ask goes one rung up, at most MAX_LEVEL rungs; past the top, or with nobody
+    above, it expires (closed, with why). Not yet due, or final: nothing."""
+    if not ask.is_open or ask.deadline_ms is None or ask.deadline_ms > now_ms:
+        return Due("not_due", ask)
+    if ask.state == "pending":
+        return Due("not_due", ask)  # the send is in flight: its timeout starts when it lands
+    if ask.state == "snoozed":
+        deadline = now_ms + ask.timeout_ms
+        why = f"the snooze ended; it times out again at {deadline} ms"
+        woke = _with(
+            ask,
+            (now_ms, "woke", "snooze_ended", why, None),
+            state="open" if not ask.escalations else "escalated",
+            snooze_until_ms=None,
+            deadline_ms=deadline,
+        )
+        return Due("wake", woke, why=why)
+    level = len(ask.escalations)
+    target = next_rung(ask, ladder) if level < MAX_LEVEL else None
+    if target is None:
+        why = f"{_asked_line(ask)}; no answer by {ask.deadline_ms} ms, and " + (
+            f"it already went {level} rungs up (the top of the ladder)"
+            if level >= MAX_LEVEL
+            else "there is nobody above to ask (no supervisor or operator in the org file)"
+        )
+        code = "ask_expired" if level >= MAX_LEVEL else "unroutable"
+        closed = _with(
+            ask,
+            (now_ms, "closed", code, why, None),
+            state="closed",
+            closed="expired",
+            deadline_ms=None,
+        )
+        return Due("expire", closed, why=why)
+    why = f"{_asked_line(ask)}; no answer by {ask.deadline_ms} ms: asking {target[0]} ({target[1]})"
+    return Due("escalate", ask, target=target, why=why)
+
+
+def escalated(ask: Ask, step: EscalationStep, why: str, *, now_ms: int) -> Ask:
+    """The ask after one rung up was raised: `escalated`, with a new deadline."""
+    if any(e.level == step.level for e in ask.escalations):
+        return ask  # at most one escalation per rung
+    return _with(
+        ask,
+        (now_ms, "escalated", "ask_unanswered", why, None),
+        state="escalated",
+        escalations=(*ask.escalations, step),
+        deadline_ms=now_ms + ask.timeout_ms,
+    )
+
+
+def escalation_report(ask: Ask, target_id: str, level: int, *, now_ms: int) -> WorkReport:
+    """The work report one rung up goes through the pipeline as: the same kind of ask (a
+    consent stays a consent, with its risk), to `target_id`, saying who was asked, when,
+    and that they did not answer. Built from the record alone, so raised again after a crash
+    it is the same report (one tracking id, one ask)."""
+    names = ", ".join(t.member_id for t in ask.targets) or "nobody"
+    since = ask.landing.at_ms if ask.landing else ask.created_at_ms
+    waited_h = max(0, now_ms - since) // HOUR_MS
+    headline = (
+        f"No answer from {names} for {waited_h} h: seat {ask.seat_id}'s ask about "
+        f"{ask.work_id} needs you."
+    )[:500]
+    summary = (
+        f"Seat {ask.seat_id} asked {', '.join(ask.asked_ids())} ({ask.reason_code}) at "
+        f"{since} ms and nobody answered within {ask.timeout_ms // 60_000} min. "
+        f"This is rung {level} of {MAX_LEVEL} above the ask ({ask.id})."
+    )
+    scope = ask.scope or ask.work_id
+    common = {
+        "id": f"{ask.id}:up{level}",
+        "title": f"unanswered: {ask.work_id}"[:500],
+        "headline": headline,
+        "summary": summary,
+        "scope": scope[:500],
+        "seat_id": ask.seat_id,
+        "self_serve_exhausted": True,
+    }
+    if ask.is_consent:
+        kinds = set(ask.risk_kinds) or {"irreversible"}
+        risk = Risk.model_validate({k: True for k in kinds})
+        return WorkReport.model_validate({**common, "risk": risk, "approver_id": target_id})
+    blocker = Blocker(kind="decision", owner_id=target_id, scope=scope[:500])
+    return WorkReport.model_validate({**common, "state": "blocked", "blocker": blocker})
+
+
+# ---------------------------------------------------------------------- what a decision reads
+
+
+@dataclass(frozen=True)
+class AskRecordView:
+    """What the record holds that bears on one plan: the latest ask under its dedupe key,
+    the work's consents and declines, and the seat's brake."""
+
+    latest: Ask | None = None
+    consents: Sequence[ConsentRecord] = ()
+    declines: Sequence[DeclineRecord] = ()
+    brake: AskBrake | None = None
+
+
+def _norm(scope: str | None) -> str:
+    return " ".join((scope or "").lower().split())
+
+
+def consent_covers(
+    c: ConsentRecord, *, work_id: str, scope: str | None, risk_kinds: Iterable[str], now_ms: int
+) -> bool:
+    """A consent covers a later report of the same work within its scope (the same scope,
+    or a consent for the whole work), for risk kinds it named, while it holds."""
+    if c.work_id != work_id or not c.holds_at(now_ms):
+        return False
+    if c.scope and _norm(c.scope) != _norm(scope):
+        return False
+    return set(risk_kinds) <= set(c.risk_kinds) or not c.risk_kinds
+
+
+def _nobody(
+    plan: EngagementDecision, code: str, reason: str, *, guardrail: bool = False
+) -> EngagementDecision:
+    """A plan the record answers: nobody engaged, in the shape of a guardrail's refusal (the
+    targets, surface and dedupe key it would have used, no body), with the code and why."""
+    return EngagementDecision(
+        trigger=plan.trigger,
+        reason_code=code,
+        reason=reason,
+        targets=plan.targets,
+        surface=plan.surface,
+        work_id=plan.work_id,
+        dedupe_key=plan.dedupe_key,
+        guardrail=GuardrailSummary(code=code, detail=reason, counts={}) if guardrail else None,
+        why=(*plan.why, f"{code}: {reason}"),
+        degraded=plan.degraded,
+        considered_not_engaged=plan.considered_not_engaged,
+        now_ms=plan.now_ms,
+    )
+
+
+def read_record(
+    plan: EngagementDecision,
+    view: AskRecordView,
+    *,
+    revision: int,
+    scope: str | None,
+    risk_kinds: Sequence[str],
+    now_ms: int,
+    escalation: bool = False,
+) -> EngagementDecision:
+    """An engaging plan against the ask record: engage nobody when the answer is already
+    known (a consent on record or declined, the same ask answered, snoozed or still
+    waiting) or when the seat's asks are held. A plan that engages nobody passes through."""
+    if not plan.engage:
+        return plan
+    if plan.trigger == CONSENT:
+        for c in view.consents:
+            if consent_covers(
+                c, work_id=plan.work_id, scope=scope, risk_kinds=risk_kinds, now_ms=now_ms
+            ):
+                return _nobody(
+                    plan,
+                    "consent_on_record",
+                    f"{c.by} approved this (consent {c.id}, ask {c.ask_id}) at {c.at_ms} ms; it "
+                    f"holds until {c.expires_at_ms} ms",
+                )
+        for d in view.declines:
+            if (
+                d.work_id == plan.work_id
+                and _norm(d.scope) == _norm(scope)
+                and (revision <= d.revision)
+            ):
+                return _nobody(
+                    plan,
+                    "declined_on_record",
+                    f"{d.by} declined this (ask {d.ask_id}) at {d.at_ms} ms, for revision "
+                    f"{d.revision} of the work; it is not asked again until the work changes",
+                )
+    latest = view.latest
+    if latest is not None and latest.dedupe_key == plan.dedupe_key:
+        if latest.state == "answered" and latest.answer is not None and revision <= latest.revision:
+            a = latest.answer
+            return _nobody(
+                plan,
+                "already_answered",
+                f"{a.by} answered this ask ({latest.id}) {a.answer} at {a.at_ms} ms; the same "
+                "ask is not asked again unless the seat reports something new",
+            )
+        if latest.state == "snoozed" and (latest.snooze_until_ms or 0) > now_ms:
+            return _nobody(
+                plan,
+                "snoozed",
+                f"ask {latest.id} is snoozed until {latest.snooze_until_ms} ms",
+            )
+        if latest.is_open and not escalation and revision <= latest.revision:
+            # The same ask still waits: past the re-engage window too, asking again would
+            # repeat it; its timeout escalates it instead. Written as the guardrail's
+            # `already_engaged`, which it is.
+            due = f"; it times out at {latest.deadline_ms} ms" if latest.deadline_ms else ""
+            detail = (
+                f"ask {latest.id} ({latest.state}) is still waiting for its answer{due}: "
+                "asking again would repeat it, and its timeout escalates it instead"
+            )
+            return _nobody(plan, "already_engaged", detail, guardrail=True)
+    b = view.brake
+    if b is not None and b.held and not escalation:
+        return _nobody(
+            plan,
+            "asks_held",
+            f"seat {b.seat_id}'s asks are held since {b.since_ms} ms: {b.why}; an operator "
+            "lifts the hold",
+        )
+    return plan
+
+
+def as_escalation(
+    plan: EngagementDecision, ask_id: str, why: str, dedupe_key: str
+) -> EngagementDecision:
+    """An engaging plan made from an escalation report: reason code `ask_unanswered`, its
+    why saying who was asked and did not answer. The dedupe key is the caller's (the
+    guardrails' hash over the new reason code)."""
+    if not plan.engage:
+        return plan
+    targets = tuple(t.model_copy(update={"rung": "supervisory"}) for t in plan.targets)
+    return plan.model_copy(
+        update={
+            "reason_code": "ask_unanswered",
+            "reason": f"nobody answered ask {ask_id}: {why}",
+            "targets": targets,
+            "dedupe_key": dedupe_key,
+            "why": (*plan.why, f"ask_unanswered: {why}"),
+        }
+    )
+
+
+# ---------------------------------------------------------------------- the nuisance brake
+
+Concluded = Literal["answered", "declined", "expired"]
+
+
+def concluded_as(ask: Ask) -> Concluded | None:
+    """How an ask counts for its seat's brake once it ended (None: it does not count)."""
+    if ask.level != 0:
+        return None
+    if ask.state == "answered" and ask.answer is not None:
+        return "declined" if ask.answer.answer == "declined" else "answered"
+    if ask.state == "closed" and ask.closed == "expired":
+        return "expired"
+    return None
+
+
+def brake_due(
+    seat_id: str, recent: Sequence[tuple[str, Concluded]], *, now_ms: int
+) -> AskBrake | None:
+    """The hold of a seat whose last BRAKE_WINDOW concluded asks (newest first) hold at
+    least BRAKE_BAD declined or unanswered ones; None when they do not."""
+    window = list(recent)[:BRAKE_WINDOW]
+    bad = [ask_id for ask_id, how in window if how in ("declined", "expired")]
+    if len(bad) < BRAKE_BAD:
+        return None
+    declined = sum(1 for _a, how in window if how == "declined")
+    expired = sum(1 for _a, how in window if how == "expired")
+    why = (
+        f"{len(bad)} of its last {len(window)} asks went badly ({declined} declined, "
+        f"{expired} unanswered); the rule is {BRAKE_BAD} of {BRAKE_WINDOW}"
+    )
+    return AskBrake(seat_id=seat_id, held=True, since_ms=now_ms, why=why, ask_ids=tuple(bad))
+
+
+def brake_report(brake: AskBrake, operator_id: str) -> WorkReport:
+    """The one ask an operator gets to look at a held seat."""
+    return WorkReport(
+        id=f"asks-held:{brake.seat_id}:{brake.since_ms}",
+        title=f"{brake.seat_id}'s asks are held"[:500],
+        headline=f"Seat {brake.seat_id}'s asks are held: {brake.why}."[:500],
+        summary="People keep declining or not answering what this seat asks, so it asks "
+        "nobody more until you look at it. Asks: " + ", ".join(brake.ask_ids),
+        scope=f"{brake.seat_id} asks",
+        state="blocked",
+        blocker=Blocker(kind="decision", owner_id=operator_id, scope=f"{brake.seat_id} asks"),
+        self_serve_exhausted=True,
+        question="What you can do:",
+        options=(
+            f"see its asks: seatwire asks --seat {brake.seat_id}",
+            f"let it ask again: seatwire asks release {brake.seat_id}",
+        ),
+        seat_id=brake.seat_id,
+    )

@@ -1,0 +1,489 @@
+"""The ask record in Redis: each ask's document and indexes, its answers recorded exactly
+once, consents and declines, and each seat's brake (pipeline/asks.py decides every change).
+
+An ask is a hash (`doc`, the JSON; `v`, its version; `at`, when it was created; `op`, the
+last commit's id). A change is read, decided by the pure function, and written back by
+`ask_commit.lua` only if the version is still the one read (compare-and-set), together with
+what the change makes true at once: its open and due indexes, a consent or decline record, the
+seat's brake window, and the seat's inbox item. So an answer is recorded with the seat's news
+of it or not at all, and two answers racing are decided one after the other: the first wins,
+the second reads the answered ask and is written down as `late_answer`. A commit sent again
+after a lost reply finds its own op id and is answered as the first was.
+
+Retention: an open ask is kept until it ends (it always ends: answered, or closed by its
+timeout ladder or its send). An ended ask is kept `retention_ms` (SEATWIRE_ASK_RETENTION_MS,
+30 days by default), then Redis expires it; the indexes drop it at the next `trim`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+from contracts.asks import (
+    AnswerOutcome,
+    Ask,
+    AskBrake,
+    AskClose,
+    ConsentRecord,
+    DeclineRecord,
+)
+from contracts.engagement import EngagementDecision
+from contracts.inbound import InboxItem
+from pipeline.asks import (
+    DEFAULT_CONSENT_TTL_MS,
+    AnswerIn,
+    AskRecordView,
+    Concluded,
+    answer_ask,
+    answered_item,
+    closed_as,
+    concluded_as,
+    decline_of,
+)
+from workers.stores import keys
+from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
+from workers.stores.scripts import script, text
+
+DAY_MS = 86_400_000
+ASK_RETENTION_MS = 30 * DAY_MS
+MAX_TRIES = 20  # compare-and-set tries of one change before it is reported as contended
+LIST_SCAN = 1_000  # newest asks of an index a listing reads
+
+
+class AskMissing(LookupError):
+    def __init__(self, ask_id: str) -> None:
+        super().__init__(f"no ask {ask_id}")
+        self.ask_id = ask_id
+
+
+class AskContended(RuntimeError):
+    """A change that lost its compare-and-set MAX_TRIES times in a row (never silently)."""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What one answer did, and (when it changed the ask) the seat's inbox position."""
+
+    outcome: AnswerOutcome
+    root: Ask | None = None  # the seat's own ask, when the answer came on an escalation's
+    position: int = 0
+
+
+Commit = Literal["ok", "again", "conflict", "missing"]
+
+
+def _how(value: str) -> Concluded:
+    return "declined" if value == "declined" else "expired" if value == "expired" else "answered"
+
+
+def _scope_field(scope: str | None) -> str:
+    return " ".join((scope or "").lower().split()) or "-"
+
+
+class AskStore:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        retention_ms: int = ASK_RETENTION_MS,
+        consent_ttl_ms: int = DEFAULT_CONSENT_TTL_MS,
+        room: InboxRoom = DEFAULT_ROOM,
+    ) -> None:
+        self.r = client
+        self.retention_ms = retention_ms
+        self.consent_ttl_ms = consent_ttl_ms
+        self.room = room
+        self._create = script(client, "ask_create")
+        self._commit = script(client, "ask_commit")
+
+    # ------------------------------------------------------------------ reading
+
+    @staticmethod
+    def _doc(raw: Any, version: Any) -> Ask:
+        ask = Ask.model_validate_json(raw)
+        return ask.model_copy(update={"version": int(version or 0)})
+
+    def get(self, ask_id: str) -> Ask | None:
+        raw, v = self.r.hmget(keys.ask(ask_id), "doc", "v")
+        return None if raw is None else self._doc(raw, v)
+
+    def many(self, ask_ids: Sequence[str]) -> list[Ask]:
+        """The asks of `ask_ids` that are still kept, in their order (one round trip)."""
+        if not ask_ids:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for ask_id in ask_ids:
+            pipe.hmget(keys.ask(ask_id), "doc", "v")
+        return [self._doc(raw, v) for raw, v in pipe.execute() if raw is not None]
+
+    def by_message(self, channel_id: str, message_id: str) -> str | None:
+        """The ask a sent message is (a Slack channel and ts, or a webhook's message id)."""
+        value = self.r.get(keys.ask_message(channel_id, message_id))
+        return None if value is None else text(value)
+
+    def latest(self, dedupe_key: str) -> Ask | None:
+        found = self.r.zrevrange(keys.ask_latest(dedupe_key), 0, 0)
+        return self.get(text(found[0])) if found else None
+
+    def of_work(self, work_id: str, limit: int = 50) -> list[Ask]:
+        ids = [text(i) for i in self.r.zrevrange(keys.asks_of_work(work_id), 0, limit - 1)]
+        return self.many(ids)
+
+    def escalations_of(self, ask_id: str) -> list[Ask]:
+        return self.many(sorted(text(i) for i in self.r.smembers(keys.ask_escalations(ask_id))))
+
+    def listing(
+        self,
+        *,
+        seat_id: str | None = None,
+        person: str | None = None,
+        state: str | None = None,
+        since_ms: int | None = None,
+        open_first: bool = False,
+    ) -> list[Ask]:
+        """Asks newest first (open ones first with `open_first`), filtered; at most the newest
+        LIST_SCAN of the index read (the seat's, the person's, or all)."""
+        index = (
+            keys.asks_of_seat(seat_id)
+            if seat_id
+            else keys.asks_of_person(person)
+            if person
+            else keys.ASKS_OPEN
+            if state == "open"
+            else keys.ASKS_ALL
+        )
+        low = "-inf" if since_ms is None else since_ms
+        ids = [text(i) for i in self.r.zrevrangebyscore(index, "+inf", low, 0, LIST_SCAN)]
+        asks = self.many(ids)
+        if seat_id:
+            asks = [a for a in asks if a.seat_id == seat_id]
+        if person:
+            asks = [a for a in asks if person in a.asked_ids()]
+        if state == "open":
+            asks = [a for a in asks if a.is_open]
+        elif state:
+            asks = [a for a in asks if a.state == state]
+        if open_first:
+            asks.sort(key=lambda a: (not a.is_open, -a.created_at_ms))
+        return asks
+
+    def due(self, now_ms: int, limit: int = 200) -> list[str]:
+        return [text(i) for i in self.r.zrangebyscore(keys.ASKS_DUE, "-inf", now_ms, 0, limit)]
+
+    def pending_since(self, before_ms: int, limit: int = 200) -> list[Ask]:
+        """Open asks created before `before_ms` still pending (their send's end not yet
+        written on them): for the tick to settle from the send's op."""
+        ids = [text(i) for i in self.r.zrangebyscore(keys.ASKS_OPEN, "-inf", before_ms, 0, limit)]
+        return [a for a in self.many(ids) if a.state == "pending"]
+
+    # ------------------------------------------------------------------ consents, declines
+
+    def consents_for(self, work_id: str) -> list[ConsentRecord]:
+        ids = [text(i) for i in self.r.zrevrange(keys.consents_of_work(work_id), 0, 49)]
+        return self._consents(ids)
+
+    def _consents(self, ids: Iterable[str]) -> list[ConsentRecord]:
+        ids = list(ids)
+        if not ids:
+            return []
+        raws = self.r.mget([keys.consent(i) for i in ids])
+        return [ConsentRecord.model_validate_json(raw) for raw in raws if raw is not None]
+
+    def consents(
+        self, *, now_ms: int, active: bool = True, limit: int = 200
+    ) -> list[ConsentRecord]:
+        low = now_ms if active else "-inf"
+        ids = [text(i) for i in self.r.zrevrangebyscore(keys.CONSENTS, "+inf", low, 0, limit)]
+        found = self._consents(ids)
+        return [c for c in found if c.holds_at(now_ms)] if active else found
+
+    def consent(self, consent_id: str) -> ConsentRecord | None:
+        raw = self.r.get(keys.consent(consent_id))
+        return None if raw is None else ConsentRecord.model_validate_json(raw)
+
+    def revoke(self, consent_id: str, *, by: str, now_ms: int) -> ConsentRecord | None:
+        """Revoke a consent (kept, marked revoked, until it would have expired)."""
+        c = self.consent(consent_id)
+        if c is None or c.revoked_at_ms is not None:
+            return c
+        revoked = c.model_copy(update={"revoked_at_ms": now_ms, "revoked_by": by})
+        # Two revocations racing both write a revocation: either one is the record.
+        self.r.set(keys.consent(consent_id), revoked.model_dump_json(by_alias=True), keepttl=True)
+        return revoked
+
+    def declines_for(self, work_id: str) -> list[DeclineRecord]:
+        raws = self.r.hvals(keys.declines_of_work(work_id))
+        return [DeclineRecord.model_validate_json(raw) for raw in raws]
+
+    # ------------------------------------------------------------------ the brake
+
+    def brake(self, seat_id: str) -> AskBrake | None:
+        raw = self.r.get(keys.asks_brake(seat_id))
+        return None if raw is None else AskBrake.model_validate_json(raw)
+
+    def concluded(self, seat_id: str, limit: int = 5) -> list[tuple[str, Concluded]]:
+        """The seat's concluded asks since its brake was last lifted, newest first."""
+        out: list[tuple[str, Concluded]] = []
+        for raw in self.r.lrange(keys.asks_concluded(seat_id), 0, limit - 1):
+            ask_id, _, how = text(raw).rpartition("|")
+            out.append((ask_id, _how(how)))
+        return out
+
+    def hold(self, brake: AskBrake) -> bool:
+        """Hold the seat's asks; False when they already are (one hold, one operator ask)."""
+        key = keys.asks_brake(brake.seat_id)
+        current = self.brake(brake.seat_id)
+        if current is not None and current.held:
+            return False
+        return bool(self.r.set(key, brake.model_dump_json(by_alias=True)))
+
+    def note_hold(self, seat_id: str, tracking_id: str) -> None:
+        current = self.brake(seat_id)
+        if current is not None and current.held:
+            noted = current.model_copy(update={"tracking_id": tracking_id})
+            self.r.set(keys.asks_brake(seat_id), noted.model_dump_json(by_alias=True))
+
+    def lift(self, seat_id: str, *, by: str, now_ms: int) -> AskBrake | None:
+        """Lift a seat's hold; its window starts again empty. None when it was not held."""
+        current = self.brake(seat_id)
+        if current is None or not current.held:
+            return None
+        lifted = current.model_copy(update={"held": False, "lifted_at_ms": now_ms, "lifted_by": by})
+        pipe = self.r.pipeline()
+        pipe.set(keys.asks_brake(seat_id), lifted.model_dump_json(by_alias=True))
+        pipe.delete(keys.asks_concluded(seat_id))
+        pipe.execute()
+        return lifted
+
+    def held_seats(self) -> list[AskBrake]:
+        found = []
+        for key in self.r.scan_iter(match=keys.asks_brake("*"), count=500):
+            raw = self.r.get(key)
+            if raw is not None:
+                b = AskBrake.model_validate_json(raw)
+                if b.held:
+                    found.append(b)
+        return found
+
+    def view(self, decision: EngagementDecision, seat_id: str) -> AskRecordView:
+        """What the record holds that bears on an engaging decision (two round trips)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zrevrange(keys.ask_latest(decision.dedupe_key or ""), 0, 0)
+        pipe.zrevrange(keys.consents_of_work(decision.work_id), 0, 49)
+        pipe.hvals(keys.declines_of_work(decision.work_id))
+        pipe.get(keys.asks_brake(seat_id))
+        latest_ids, consent_ids, declines, brake = pipe.execute()
+        latest_id = latest_ids[0] if latest_ids else None
+        pipe = self.r.pipeline(transaction=False)
+        if latest_id is not None:
+            pipe.hmget(keys.ask(text(latest_id)), "doc", "v")
+        if consent_ids:
+            pipe.mget([keys.consent(text(i)) for i in consent_ids])
+        got = pipe.execute() if (latest_id is not None or consent_ids) else []
+        latest = None
+        if latest_id is not None:
+            raw, v = got.pop(0)
+            latest = None if raw is None else self._doc(raw, v)
+        consents = (
+            [ConsentRecord.model_validate_json(r) for r in got.pop(0) if r is not None]
+            if consent_ids
+            else []
+        )
+        return AskRecordView(
+            latest=latest,
+            consents=consents,
+            declines=[DeclineRecord.model_validate_json(d) for d in declines],
+            brake=None if brake is None else AskBrake.model_validate_json(brake),
+        )
+
+    # ------------------------------------------------------------------ writing
+
+    def create(self, ask: Ask) -> tuple[bool, Ask]:
+        """Record `ask` once; (False, the stored one) when it already was."""
+        verb, raw = self._create(
+            keys=[
+                keys.ask(ask.id),
+                keys.ASKS_ALL,
+                keys.asks_of_seat(ask.seat_id),
+                keys.asks_of_work(ask.work_id),
+                keys.ASKS_OPEN,
+                keys.ask_latest(ask.dedupe_key),
+                keys.ask_escalations(ask.escalates or ask.id),
+                *[keys.asks_of_person(t.member_id) for t in ask.targets],
+            ],
+            args=[
+                ask.model_dump_json(by_alias=True),
+                ask.created_at_ms,
+                ask.id,
+                ask.attempt,
+                "1" if ask.escalates else "0",
+            ],
+        )
+        if text(verb) == "new":
+            return True, ask
+        stored = self.get(ask.id)
+        return False, stored if stored is not None else Ask.model_validate_json(raw)
+
+    def commit(
+        self,
+        before: Ask,
+        after: Ask,
+        *,
+        consent: ConsentRecord | None = None,
+        decline: DeclineRecord | None = None,
+        item: InboxItem | None = None,
+        item_seat: str | None = None,
+    ) -> tuple[Commit, int]:
+        """Write `after` over `before` if it is still the stored version; (verb, inbox
+        position of `item`, 0 when none or the inbox was full)."""
+        op = secrets.token_hex(8)
+        new = after.model_copy(update={"version": before.version + 1})
+        how = concluded_as(after) if before.is_open and not after.is_open else None
+        seat = item_seat or after.seat_id
+        inbox = InboxRoom.seat_keys(seat)
+        verb, _v, position = self._commit(
+            keys=[
+                keys.ask(after.id),
+                keys.ASKS_OPEN,
+                keys.ASKS_DUE,
+                keys.consent(consent.id if consent else "-"),
+                keys.consents_of_work(after.work_id),
+                keys.CONSENTS,
+                keys.declines_of_work(after.work_id),
+                keys.asks_concluded(after.seat_id),
+                *InboxRoom.KEYS,
+                *inbox,
+            ],
+            args=[
+                before.version,
+                new.model_dump_json(by_alias=True),
+                op,
+                after.id,
+                "1" if after.is_open else "0",
+                "" if after.deadline_ms is None else after.deadline_ms,
+                self.retention_ms,
+                "" if consent is None else consent.model_dump_json(by_alias=True),
+                "" if consent is None else consent.id,
+                0 if consent is None else consent.expires_at_ms,
+                "" if decline is None else _scope_field(decline.scope),
+                "" if decline is None else decline.model_dump_json(by_alias=True),
+                "" if how is None else f"{after.id}|{how}",
+                ""
+                if item is None
+                else item.model_dump_json(by_alias=True).replace('"position":1', '"position":0', 1),
+                *self.room.args(),
+                seat,
+                0 if consent is None else consent.expires_at_ms + self.retention_ms,
+            ],
+        )
+        return text(verb), int(position)  # type: ignore[return-value]
+
+    def update(self, ask_id: str, change: Callable[[Ask], Ask | None]) -> Ask | None:
+        """Apply `change` (None: leave it) under compare-and-set; the stored ask after it
+        (None when there is no such ask)."""
+        for _ in range(MAX_TRIES):
+            before = self.get(ask_id)
+            if before is None:
+                return None
+            after = change(before)
+            if after is None or after == before:
+                return before
+            verb, _pos = self.commit(before, after)
+            if verb in ("ok", "again"):
+                return after.model_copy(update={"version": before.version + 1})
+            if verb == "missing":
+                return None
+        raise AskContended(f"ask {ask_id}: {MAX_TRIES} changes raced this one")
+
+    def link(self, ask: Ask) -> None:
+        """Remember the message an ask landed as, for its clicks and replies."""
+        landing = ask.landing
+        if landing is None or not landing.message_id:
+            return
+        key = keys.ask_message(landing.channel_id or landing.adapter, landing.message_id)
+        self.r.set(key, ask.id, px=self.retention_ms + ask.timeout_ms * 4)
+
+    def answer(self, ask_id: str, a: AnswerIn, *, now_ms: int) -> Answered:
+        """Record one answer exactly once. An answer on an escalation's own ask is the answer
+        to the ask it escalates (the seat's), and is written on both."""
+        for _ in range(MAX_TRIES):
+            ask = self.get(ask_id)
+            if ask is None:
+                raise AskMissing(ask_id)
+            if ask.escalates:
+                root = self.get(ask.escalates)
+                if root is not None:
+                    done = self._answer_one(root, a, now_ms=now_ms)
+                    if done is None:
+                        continue
+                    if done.outcome.outcome in ("answered", "snoozed"):
+                        self._mirror(ask, a, now_ms=now_ms)
+                    return Answered(done.outcome, root=done.outcome.ask, position=done.position)
+            done = self._answer_one(ask, a, now_ms=now_ms)
+            if done is None:
+                continue
+            if done.outcome.outcome == "answered":
+                self._close_escalations(done.outcome.ask, now_ms=now_ms)
+            return done
+        raise AskContended(f"ask {ask_id}: {MAX_TRIES} answers raced this one")
+
+    def _answer_one(self, ask: Ask, a: AnswerIn, *, now_ms: int) -> Answered | None:
+        outcome = answer_ask(ask, a, now_ms=now_ms, consent_ttl_ms=self.consent_ttl_ms)
+        if outcome.outcome == "refused":
+            return Answered(outcome)
+        item = answered_item(outcome)
+        verb, position = self.commit(
+            ask,
+            outcome.ask,
+            consent=outcome.consent,
+            decline=decline_of(outcome.ask),
+            item=item,
+        )
+        if verb in ("conflict", "missing"):
+            return None
+        stored = outcome.ask.model_copy(update={"version": ask.version + 1})
+        return Answered(outcome.model_copy(update={"ask": stored}), position=position)
+
+    def _mirror(self, child: Ask, a: AnswerIn, *, now_ms: int) -> None:
+        """The escalation's own ask shows the answer it carried (no second inbox item)."""
+
+        def change(ask: Ask) -> Ask | None:
+            got = answer_ask(ask, a, now_ms=now_ms, consent_ttl_ms=self.consent_ttl_ms)
+            return got.ask if got.outcome in ("answered", "snoozed") else None
+
+        self.update(child.id, change)
+
+    def _close_escalations(self, root: Ask, *, now_ms: int) -> None:
+        """Every escalation's own ask of an ask that ended, closed with it."""
+        closed: AskClose = "answered_elsewhere" if root.state == "answered" else "expired"
+        for child in self.escalations_of(root.id):
+            self.update(child.id, lambda c: closed_as(c, closed, root, now_ms=now_ms))
+
+    def close_escalations(self, root: Ask, *, now_ms: int) -> None:
+        self._close_escalations(root, now_ms=now_ms)
+
+    def trim(self, now_ms: int) -> int:
+        """Drop from every index the asks Redis has expired (kept `retention_ms` after they
+        ended), and the consents past their keeping; how many index entries were dropped."""
+        cutoff = now_ms - self.retention_ms
+        dropped = 0
+        indexes = [keys.ASKS_ALL]
+        for pattern in ("seat", "person", "work"):
+            indexes += list(self.r.scan_iter(match=f"{keys.ASKS_ALL}:{pattern}:*", count=500))
+        for index in indexes:
+            old = [text(i) for i in self.r.zrangebyscore(index, "-inf", cutoff, 0, 1000)]
+            if not old:
+                continue
+            pipe = self.r.pipeline(transaction=False)
+            for ask_id in old:
+                pipe.exists(keys.ask(ask_id))
+            gone = [i for i, kept in zip(old, pipe.execute(), strict=True) if not kept]
+            if gone:
+                dropped += int(self.r.zrem(index, *gone))
+        self.r.zremrangebyscore(keys.CONSENTS, "-inf", cutoff)
+        return dropped

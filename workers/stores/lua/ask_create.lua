@@ -1,0 +1,19 @@
+-- Record an ask once, before its send posts anything: its document, and its place in every
+-- index (all asks, its seat's, each target's, its work's, the open ones, the latest ask under
+-- its dedupe key). An ask already recorded is returned as it stands (a redelivered send).
+-- KEYS: 1 the ask's hash, 2 all asks (zset), 3 the seat's (zset), 4 the work's (zset),
+--   5 the open asks (zset), 6 the dedupe key's asks (zset by attempt), 7 the escalated ask's
+--   escalations (set; written only for an escalation's own ask), 8.. each target's (zset).
+-- ARGV: 1 the document (JSON), 2 created at ms, 3 the ask id, 4 its attempt, 5 '1' for an
+--   escalation's own ask.
+-- Returns {'new', doc} or {'exists', doc}.
+local existing = redis.call('HGET', KEYS[1], 'doc')
+if existing then return {'exists', existing} end
+redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'v', 0, 'at', ARGV[2])
+local at, id = ARGV[2], ARGV[3]
+for i = 2, 5 do redis.call('ZADD', KEYS[i], at, id) end
+for i = 8, #KEYS do redis.call('ZADD', KEYS[i], at, id) end
+if ARGV[5] == '1' then redis.call('SADD', KEYS[7], id) end
+-- The dedupe key's asks by attempt: the latest attempt is its highest score.
+redis.call('ZADD', KEYS[6], ARGV[4], id)
+return {'new', ARGV[1]}
