@@ -11,6 +11,7 @@ import redis
 from celery import Celery
 
 from contracts import Candidate, Directedness, Limits
+from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.facts import places_of
 from pipeline.fanout import Resolved
@@ -46,6 +47,7 @@ class FakeOutbound:
     script: list[str] = field(default_factory=list)
     sends: int = 0
     reconciles: int = 0
+    shown: list[Ask] = field(default_factory=list)  # asks whose answer was shown in place
 
     def check(self) -> str:
         """The `Outbound` Protocol's configuration check: a fake has nothing to refuse."""
@@ -73,6 +75,10 @@ class FakeOutbound:
         return SendResult(
             channel_id=channel_id, message_id=f"m-{len(self.applied)}", room_created=created
         )
+
+    def show_answer(self, ask: Ask) -> bool:
+        self.shown.append(ask)
+        return True
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         self.reconciles += 1

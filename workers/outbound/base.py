@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
 
 MAX_RETRY_AFTER_S = 3600.0  # a provider's wait is trusted up to an hour, never beyond
@@ -45,6 +46,12 @@ class Outbound(Protocol):
     def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult: ...
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None: ...
+
+    def show_answer(self, ask: Ask) -> bool:
+        """Show an answered (or snoozed, or ended) ask's state on the message it landed as:
+        its answer, who gave it and when. False when this adapter's messages cannot be
+        changed once sent (the record still holds the answer)."""
+        ...
 
 
 def seconds(value: object) -> float | None:

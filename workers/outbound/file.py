@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
 from workers.errors import ConfigError, TransientError
 from workers.outbound.base import SendContext
@@ -97,6 +98,10 @@ class FileOutbox:
         except FileNotFoundError:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             return os.open(self.path, flags, 0o644)
+
+    def show_answer(self, ask: Ask) -> bool:
+        """An ask once written here is not changed: its answer lives in the ask record."""
+        return False
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         """The earlier write of this ask, if it reached the outbox."""

@@ -25,12 +25,14 @@ import logging
 import re
 import urllib.error
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
+from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
@@ -136,6 +138,19 @@ class Cooldowns(Protocol):
     def hold(self, channel: str, seconds: float) -> None: ...
 
 
+def answer_line(ask: Ask) -> str:
+    """What an answered (or snoozed, or ended) ask's message says of it."""
+    a = ask.answer
+    if a is not None:
+        when = datetime.fromtimestamp(a.at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+        said = f": {a.text}" if a.text else ""
+        return f"{ask.reason or 'Ask'}\n\n*{a.answer.capitalize()}* by <@{a.by}> at {when}{said}"
+    if ask.state == "snoozed" and ask.snooze_until_ms:
+        until = datetime.fromtimestamp(ask.snooze_until_ms / 1000, tz=UTC)
+        return f"{ask.reason or 'Ask'}\n\n_Snoozed until {until:%Y-%m-%d %H:%M} UTC_"
+    return f"{ask.reason or 'Ask'}\n\n_{ask.state}_"
+
+
 class SlackOutbound:
     name = "slack"
 
@@ -228,6 +243,20 @@ class SlackOutbound:
             message_id=str(reply.get("ts") or ""),
             room_created=created,
         )
+
+    def show_answer(self, ask: Ask) -> bool:
+        """The ask's message changed in place (chat.update) to say how it was answered, by
+        whom and when."""
+        landing = ask.landing
+        if landing is None or not landing.channel_id or not landing.message_id:
+            return False
+        try:
+            self.poster.chat_update(
+                channel=landing.channel_id, ts=landing.message_id, text=answer_line(ask)
+            )
+        except Exception as exc:
+            raise classify(exc, what="chat.update", posted=True) from exc
+        return True
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         """The earlier post of this ask, or None when it is provably not there."""

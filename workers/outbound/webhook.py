@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.signatures import standard_webhook_headers
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
@@ -104,6 +105,10 @@ class WebhookOutbound:
         except httpx.HTTPError as exc:
             raise MaybeSent(f"webhook: {type(exc).__name__}: {exc}") from exc
         return self._result(ask, response)
+
+    def show_answer(self, ask: Ask) -> bool:
+        """An ask once written here is not changed: its answer lives in the ask record."""
+        return False
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         """The same POST again: the receiver's dedupe answers with its first result."""

@@ -254,6 +254,43 @@ class Telemetry:
                 registry=r,
             )
         )
+        self._answers = Children(
+            Counter(
+                "seatwire_ask_answers",
+                "Answers to asks by where they came from (slack_button, slack_thread, "
+                "github_comment, github_review, api, link), what they did (answered, snoozed, "
+                "late_answer, refused) and the answer or refusal's code",
+                ["via", "outcome", "code"],
+                registry=r,
+            )
+        )
+        self._time_to_answer = Children(
+            Histogram(
+                "seatwire_ask_time_to_answer_seconds",
+                "From an ask's landing to its answer, by trigger, in seconds",
+                ["trigger"],
+                buckets=(60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800),
+                registry=r,
+            )
+        )
+        self._ask_ends = Children(
+            Counter(
+                "seatwire_ask_timeouts",
+                "Asks whose deadline came, by what it did: woke (a snooze ended), escalated "
+                "(asked one rung up), expired (the top of the ladder, or nobody above)",
+                ["result"],
+                registry=r,
+            )
+        )
+        self._held = Children(
+            Counter(
+                "seatwire_asks_held",
+                "Seats whose asks were held by the nuisance brake (most recent asks declined "
+                "or unanswered)",
+                ["seat"],
+                registry=r,
+            )
+        )
 
     def task_ran(self, stage: str, outcome: TaskOutcome, seconds: float) -> None:
         self._task(stage, outcome).observe(seconds)
@@ -300,6 +337,18 @@ class Telemetry:
 
     def escalated(self, result: str) -> None:
         self._escalations(result).inc()
+
+    def ask_answered(self, via: str, outcome: str, code: str) -> None:
+        self._answers(via, outcome, code).inc()
+
+    def ask_time_to_answer(self, trigger: str, ms: int) -> None:
+        self._time_to_answer(trigger).observe(ms / 1000)
+
+    def ask_timed_out(self, result: str) -> None:
+        self._ask_ends(result).inc()
+
+    def asks_held(self, seat_id: str) -> None:
+        self._held(seat_id).inc()
 
 
 _lock = threading.Lock()
