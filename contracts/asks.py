@@ -43,6 +43,7 @@ AskClose = Literal[
 ]
 
 MAX_ANSWER_TEXT = 2_000  # characters of an answer's text that are kept
+MAX_BODY = 3_000  # characters of an ask's words its record keeps
 MAX_HISTORY = 40  # events a record keeps (the first and the latest)
 
 
@@ -108,6 +109,9 @@ class Ask(Wire):
     trigger: str | None = None
     reason_code: str | None = None
     reason: str | None = None
+    # The ask's words as sent (cut to MAX_BODY characters): what a console, the CLI and a
+    # message changed in place to show its answer repeat.
+    body: str = Field(default="", max_length=MAX_BODY)
     scope: str | None = None
     risk_kinds: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()

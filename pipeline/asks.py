@@ -20,6 +20,7 @@ from typing import Literal
 
 from contracts.asks import (
     MAX_ANSWER_TEXT,
+    MAX_BODY,
     MAX_HISTORY,
     AnswerOutcome,
     AnswerVerb,
@@ -138,6 +139,7 @@ def new_ask(
         trigger=decision.trigger,
         reason_code=decision.reason_code,
         reason=decision.reason,
+        body=(decision.body or "")[:MAX_BODY],
         scope=scope,
         risk_kinds=risk_kinds,
         targets=decision.targets,
