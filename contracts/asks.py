@@ -65,6 +65,9 @@ class AskAnswer(Wire):
     text: str = Field(default="", max_length=MAX_ANSWER_TEXT)
     via: AnswerVia
     at_ms: int
+    # What carried it (a Slack click's action, an inbound event's delivery id): the same
+    # event delivered again is the same answer, not a late one.
+    key: str | None = None
     # An approved consent's record and until when it holds.
     consent_id: str | None = None
     consent_expires_at_ms: int | None = None

@@ -223,6 +223,7 @@ class AnswerIn:
     text: str = ""
     snooze_until_ms: int | None = None
     consent_ttl_ms: int | None = None
+    key: str | None = None  # the event that carried it (a redelivery is the same answer)
 
 
 def consent_id_for(ask_id: str) -> str:
@@ -241,6 +242,10 @@ def answer_ask(
 
     if ask.state == "answered" and ask.answer is not None:
         first = ask.answer
+        if a.key is not None and first.key == a.key:
+            # The event that answered it, delivered again: the same answer, nothing new.
+            why = f"the answer {first.answer} by {first.by} ({a.key}) was already recorded"
+            return AnswerOutcome(outcome="answered", reason_code=first.answer, why=why, ask=ask)
         why = (
             f"{a.by}'s {a.verb} came after {first.by}'s {first.answer} at {first.at_ms} ms: "
             "the first answer stands"
@@ -272,7 +277,7 @@ def answer_ask(
         )
         return AnswerOutcome(outcome="snoozed", reason_code="snoozed", why=why, ask=snoozed)
     consent: ConsentRecord | None = None
-    answer = AskAnswer(answer=a.verb, by=a.by, text=text, via=a.via, at_ms=now_ms)
+    answer = AskAnswer(answer=a.verb, by=a.by, text=text, via=a.via, at_ms=now_ms, key=a.key)
     if ask.is_consent and a.verb == "approved":
         ttl = a.consent_ttl_ms or consent_ttl_ms
         consent = ConsentRecord(

@@ -323,3 +323,15 @@ def test_however_answers_arrive_at_most_one_answer_stands_and_every_one_is_accou
     assert (ask.state == "answered") == (winner is not None)
     answered = [e for e in ask.history if e.event == "answered"]
     assert len(answered) == (1 if winner else 0)
+
+
+def test_the_same_event_delivered_again_is_the_same_answer_not_a_late_one() -> None:
+    first = answer_ask(_open(), AnswerIn("done", "ben", "slack_thread", key="ev-1"), now_ms=NOW + 9)
+    again = answer_ask(
+        first.ask, AnswerIn("done", "ben", "slack_thread", key="ev-1"), now_ms=NOW + 99
+    )
+    assert again.outcome == "answered" and again.ask == first.ask
+    other = answer_ask(
+        first.ask, AnswerIn("done", "ben", "slack_thread", key="ev-2"), now_ms=NOW + 99
+    )
+    assert other.outcome == "late_answer"

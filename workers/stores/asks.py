@@ -434,8 +434,8 @@ class AskStore:
 
     def _answer_one(self, ask: Ask, a: AnswerIn, *, now_ms: int) -> Answered | None:
         outcome = answer_ask(ask, a, now_ms=now_ms, consent_ttl_ms=self.consent_ttl_ms)
-        if outcome.outcome == "refused":
-            return Answered(outcome)
+        if outcome.outcome == "refused" or outcome.ask == ask:
+            return Answered(outcome)  # refused, or the same answer delivered again
         item = answered_item(outcome)
         verb, position = self.commit(
             ask,
