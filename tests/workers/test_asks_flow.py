@@ -147,3 +147,49 @@ def test_a_snoozed_ask_is_not_asked_again_before_its_snooze_ends(
     assert _report(stages, dict(BLOCKED_REPORT), "t-2") is None
     [row] = [r for r in stages.ledger.read() if r.tracking_id == "t-2"]
     assert row.reason_code == "snoozed"
+
+
+def test_an_answer_given_while_the_send_is_in_flight_is_kept(
+    stages: Stages, outbound: FakeOutbound, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record exists before the post: an answer that arrives while the post is on the
+    wire stands, and the landing only adds where it went."""
+    real_send = outbound.send
+
+    def send_and_answer(ask: Any, ctx: Any) -> Any:
+        assert ask.ask_id is not None
+        got = _asks(stages).answer(ask.ask_id, AnswerIn("done", "ben", "api"), now_ms=NOW + 1)
+        assert got.outcome.outcome == "answered"
+        return real_send(ask, ctx)
+
+    monkeypatch.setattr(outbound, "send", send_and_answer)
+    ask_id = _sent(stages, dict(BLOCKED_REPORT))
+    ask = _asks(stages).get(ask_id)
+    assert ask is not None and ask.state == "answered" and ask.landing is not None
+    assert ask.deadline_ms is None  # nothing left to time out
+
+
+def test_a_send_that_fails_for_good_closes_its_ask(stages: Stages, outbound: FakeOutbound) -> None:
+    decided = _report(stages, dict(BLOCKED_REPORT), "t-1")
+    assert isinstance(decided, DecisionEnvelope)
+    reserved = stages.guardrails(decided)
+    assert isinstance(reserved, ReservedEnvelope)
+    outbound.script = ["permanent"]
+    assert stages.send(reserved) == "send_failed"
+    [ask] = _asks(stages).of_work("billing-migration")
+    assert (ask.state, ask.closed) == ("closed", "send_failed")
+    assert not ask.is_open and _asks(stages).due(NOW + 10 * 86_400_000) == []
+
+
+def test_in_shadow_mode_the_ask_is_closed_as_shadowed(
+    redis_client: redis.Redis, clock: Clock, outbound: FakeOutbound
+) -> None:
+    stages = stages_on(redis_client, clock, outbound)
+    stages.mode = "shadow"
+    decided = _report(stages, dict(BLOCKED_REPORT), "t-1")
+    assert isinstance(decided, DecisionEnvelope)
+    reserved = stages.guardrails(decided)
+    assert isinstance(reserved, ReservedEnvelope)
+    assert stages.send(reserved) == "shadowed"
+    [ask] = _asks(stages).of_work("billing-migration")
+    assert (ask.state, ask.closed) == ("closed", "shadowed") and outbound.applied == []
