@@ -62,7 +62,7 @@ def test_create_is_idempotent_and_indexes_the_ask(redis_client: redis.Redis) -> 
         now_ms=NOW + 50,
         timeouts=DEFAULT_TIMEOUTS_MS,
     )
-    new, stored = store.create(ask)
+    new, stored, _before = store.create(ask)
     assert not new and stored.state == "open"  # the first record stands
     assert [a.id for a in store.listing(seat_id="scout")] == [ask_id]
     assert [a.id for a in store.listing(person="chloe")] == [ask_id]

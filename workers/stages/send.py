@@ -21,6 +21,7 @@ from typing import Literal, overload
 from celery import Celery
 
 from contracts import GuardrailVerdict, SendGateVerdict, SendPolicy
+from contracts.asks import Ask
 from contracts.journal import ReleaseCounter
 from contracts.messages import OutboundAsk, ReservedEnvelope, SendResult
 from contracts.send import SendMode, SendStart, SendStep
@@ -81,6 +82,8 @@ class Send:
     # The ask record, written before the post and settled with the op (None: not kept).
     asks: AskStore | None = None
     timeouts: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS_MS))
+    # The ask records this send wrote before posting, by id: settled without a second read.
+    _asked: dict[str, Ask] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def of(cls, c: Container) -> Send:
@@ -220,7 +223,8 @@ class Send:
         verdict = self._verdict(env, step)
         ask = ask_of(env, verdict)
         if self.asks is not None:
-            record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
+            record = record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
+            self._asked[record.id] = record
         crash_point("send", "after_intent", env.tracking_id)
         reserved_at = step.reserved_at_ms or 0
         reconcile = step.kind == "reconcile"
@@ -395,6 +399,7 @@ class Send:
                 result=result,
                 thread_root_id=ask.thread_root_id,
                 why=why or reason or "",
+                known=self._asked.pop(ask.ask_id, None),
             )
         if verb == "ok":  # this try ended the op (`done`: an earlier one had)
             metrics = telemetry()

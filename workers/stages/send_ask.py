@@ -73,14 +73,13 @@ def record_ask(
         escalates=asking.escalates,
         level=asking.level,
     )
-    before = asks.latest(record.dedupe_key)
-    new, stored = asks.create(record)
-    if new and before is not None and before.id != stored.id and before.is_open:
+    new, stored, before = asks.create(record)
+    if new and before is not None and before != stored.id:
         # The seat reported the work anew (a later revision) and it is asked again: the
         # earlier ask under the same key is superseded, never left to time out and escalate.
         why = f"superseded by ask {stored.id} (revision {stored.revision} of the work)"
-        ended = asks.update(before.id, lambda a: withdrawn(a, why, now_ms=now_ms))
-        if ended is not None:
+        ended = asks.update(before, lambda a: withdrawn(a, why, now_ms=now_ms))
+        if ended is not None and ended.state == "closed":
             asks.close_escalations(ended, now_ms=now_ms)
     return stored
 
@@ -95,6 +94,7 @@ def settle_ask(
     result: SendResult | None = None,
     thread_root_id: str | None = None,
     why: str = "",
+    known: Ask | None = None,
 ) -> Ask | None:
     """Write on the ask how its send ended: landed (open, with where; its message linked for
     clicks and replies), or closed because nobody was asked. None when there is no record
@@ -107,10 +107,9 @@ def settle_ask(
             thread_root_id=thread_root_id or result.message_id,
             at_ms=now_ms,
         )
-        stored = asks.update(ask_id, lambda a: landed(a, landing, now_ms=now_ms))
-        if stored is not None:
-            asks.link(stored)
-        return stored
+        return asks.update(
+            ask_id, lambda a: landed(a, landing, now_ms=now_ms), known=known, link=True
+        )
     closed: dict[str, AskClose] = {
         "send_failed": "send_failed",
         "send_blocked": "send_blocked",
@@ -119,7 +118,9 @@ def settle_ask(
     if outcome not in closed:
         return asks.get(ask_id)
     end = closed[outcome]
-    return asks.update(ask_id, lambda a: send_ended(a, end, why or outcome, now_ms=now_ms))
+    return asks.update(
+        ask_id, lambda a: send_ended(a, end, why or outcome, now_ms=now_ms), known=known
+    )
 
 
 def gate(ask: OutboundAsk, *, org: OrgSource, policy: SendPolicy, now_ms: int) -> SendGateVerdict:

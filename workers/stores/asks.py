@@ -303,9 +303,10 @@ class AskStore:
 
     # ------------------------------------------------------------------ writing
 
-    def create(self, ask: Ask) -> tuple[bool, Ask]:
-        """Record `ask` once; (False, the stored one) when it already was."""
-        verb, raw = self._create(
+    def create(self, ask: Ask) -> tuple[bool, Ask, str | None]:
+        """Record `ask` once: (True, it, the id of the latest ask under its dedupe key
+        before it, if any), or (False, the stored one, None) when it already was."""
+        verb, raw, before = self._create(
             keys=[
                 keys.ask(ask.id),
                 keys.ASKS_ALL,
@@ -325,9 +326,9 @@ class AskStore:
             ],
         )
         if text(verb) == "new":
-            return True, ask
+            return True, ask, text(before) or None
         stored = self.get(ask.id)
-        return False, stored if stored is not None else Ask.model_validate_json(raw)
+        return False, stored if stored is not None else Ask.model_validate_json(raw), None
 
     def commit(
         self,
@@ -338,6 +339,7 @@ class AskStore:
         decline: DeclineRecord | None = None,
         item: InboxItem | None = None,
         item_seat: str | None = None,
+        link: bool = False,
     ) -> tuple[Commit, int]:
         """Write `after` over `before` if it is still the stored version; (verb, inbox
         position of `item`, 0 when none or the inbox was full)."""
@@ -346,6 +348,7 @@ class AskStore:
         how = concluded_as(after) if before.is_open and not after.is_open else None
         seat = item_seat or after.seat_id
         inbox = InboxRoom.seat_keys(seat)
+        message = self._message_key(after) if link else None
         verb, _v, position = self._commit(
             keys=[
                 keys.ask(after.id),
@@ -358,6 +361,7 @@ class AskStore:
                 keys.asks_concluded(after.seat_id),
                 *InboxRoom.KEYS,
                 *inbox,
+                message or keys.ask_message("-", "-"),
             ],
             args=[
                 before.version,
@@ -379,34 +383,56 @@ class AskStore:
                 *self.room.args(),
                 seat,
                 0 if consent is None else consent.expires_at_ms + self.retention_ms,
+                "1" if message else "0",
+                self._link_ms(after),
             ],
         )
         return text(verb), int(position)  # type: ignore[return-value]
 
-    def update(self, ask_id: str, change: Callable[[Ask], Ask | None]) -> Ask | None:
+    def update(
+        self,
+        ask_id: str,
+        change: Callable[[Ask], Ask | None],
+        *,
+        known: Ask | None = None,
+        link: bool = False,
+    ) -> Ask | None:
         """Apply `change` (None: leave it) under compare-and-set; the stored ask after it
-        (None when there is no such ask)."""
+        (None when there is no such ask). `known`: the ask as the caller last had it, tried
+        first without reading it again; `link`: point its message at it in the same write."""
         for _ in range(MAX_TRIES):
-            before = self.get(ask_id)
+            before = known if known is not None else self.get(ask_id)
+            known = None
             if before is None:
                 return None
             after = change(before)
             if after is None or after == before:
                 return before
-            verb, _pos = self.commit(before, after)
+            verb, _pos = self.commit(before, after, link=link)
             if verb in ("ok", "again"):
                 return after.model_copy(update={"version": before.version + 1})
             if verb == "missing":
                 return None
         raise AskContended(f"ask {ask_id}: {MAX_TRIES} changes raced this one")
 
+    @staticmethod
+    def _message_key(ask: Ask) -> str | None:
+        """The key of the message an ask landed as (its thread's root, where replies go)."""
+        landing = ask.landing
+        root = None if landing is None else (landing.thread_root_id or landing.message_id)
+        if landing is None or not root:
+            return None
+        return keys.ask_message(landing.channel_id or landing.adapter, root)
+
+    def _link_ms(self, ask: Ask) -> int:
+        """How long a message key is kept: as long as the ask could still be answered."""
+        return self.retention_ms + ask.timeout_ms * 4
+
     def link(self, ask: Ask) -> None:
         """Remember the message an ask landed as, for its clicks and replies."""
-        landing = ask.landing
-        if landing is None or not landing.message_id:
-            return
-        key = keys.ask_message(landing.channel_id or landing.adapter, landing.message_id)
-        self.r.set(key, ask.id, px=self.retention_ms + ask.timeout_ms * 4)
+        key = self._message_key(ask)
+        if key is not None:
+            self.r.set(key, ask.id, px=self._link_ms(ask))
 
     def answer(self, ask_id: str, a: AnswerIn, *, now_ms: int) -> Answered:
         """Record one answer exactly once. An answer on an escalation's own ask is the answer

@@ -6,9 +6,10 @@
 --   escalations (set; written only for an escalation's own ask), 8.. each target's (zset).
 -- ARGV: 1 the document (JSON), 2 created at ms, 3 the ask id, 4 its attempt, 5 '1' for an
 --   escalation's own ask.
--- Returns {'new', doc} or {'exists', doc}.
+-- Returns {'new', doc, the dedupe key's latest ask before this one or ''} or {'exists', doc, ''}.
 local existing = redis.call('HGET', KEYS[1], 'doc')
-if existing then return {'exists', existing} end
+if existing then return {'exists', existing, ''} end
+local before = redis.call('ZREVRANGE', KEYS[6], 0, 0)[1] or ''
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'v', 0, 'at', ARGV[2])
 local at, id = ARGV[2], ARGV[3]
 for i = 2, 5 do redis.call('ZADD', KEYS[i], at, id) end
@@ -16,4 +17,4 @@ for i = 8, #KEYS do redis.call('ZADD', KEYS[i], at, id) end
 if ARGV[5] == '1' then redis.call('SADD', KEYS[7], id) end
 -- The dedupe key's asks by attempt: the latest attempt is its highest score.
 redis.call('ZADD', KEYS[6], ARGV[4], id)
-return {'new', ARGV[1]}
+return {'new', ARGV[1], before}
