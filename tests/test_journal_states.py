@@ -85,6 +85,7 @@ REDIS_COMMANDS = frozenset(
         "LTRIM",  # ask_commit: the brake's window of concluded asks
         "PERSIST",
         "PEXPIRE",
+        "PEXPIREAT",  # ask_commit: a work's consents kept as long as its latest consent
         "PTTL",  # leader_hold: a standby's wait
         "SET",  # delivery_count: a started message's running mark
         "SADD",

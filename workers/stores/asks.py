@@ -98,6 +98,10 @@ class AskStore:
         self.retention_ms = retention_ms
         self.consent_ttl_ms = consent_ttl_ms
         self.room = room
+        # How long one work's (or one dedupe key's) index outlives its newest ask's record:
+        # the record's keeping, after the longest an ask can stay open (a week of snoozes
+        # on top of its ladder, with room to spare).
+        self.index_ms = retention_ms + 30 * DAY_MS
         self._create = script(client, "ask_create")
         self._commit = script(client, "ask_commit")
 
@@ -323,6 +327,7 @@ class AskStore:
                 ask.id,
                 ask.attempt,
                 "1" if ask.escalates else "0",
+                self.index_ms,
             ],
         )
         if text(verb) == "new":
@@ -453,7 +458,7 @@ class AskStore:
             done = self._answer_one(ask, a, now_ms=now_ms)
             if done is None:
                 continue
-            if done.outcome.outcome == "answered":
+            if done.outcome.outcome == "answered" and done.outcome.ask.escalations:
                 self._close_escalations(done.outcome.ask, now_ms=now_ms)
             return done
         raise AskContended(f"ask {ask_id}: {MAX_TRIES} answers raced this one")

@@ -37,9 +37,13 @@ end
 if ARGV[8] ~= '' then
   redis.call('SET', KEYS[4], ARGV[8], 'PXAT', ARGV[20])
   redis.call('ZADD', KEYS[5], ARGV[10], ARGV[9])
+  redis.call('PEXPIREAT', KEYS[5], ARGV[20])
   redis.call('ZADD', KEYS[6], ARGV[10], ARGV[9])
 end
-if ARGV[11] ~= '' then redis.call('HSET', KEYS[7], ARGV[11], ARGV[12]) end
+if ARGV[11] ~= '' then
+  redis.call('HSET', KEYS[7], ARGV[11], ARGV[12])
+  redis.call('PEXPIRE', KEYS[7], ARGV[7])
+end
 if ARGV[13] ~= '' then
   redis.call('LPUSH', KEYS[8], ARGV[13])
   redis.call('LTRIM', KEYS[8], 0, 19)

@@ -5,7 +5,7 @@
 --   5 the open asks (zset), 6 the dedupe key's asks (zset by attempt), 7 the escalated ask's
 --   escalations (set; written only for an escalation's own ask), 8.. each target's (zset).
 -- ARGV: 1 the document (JSON), 2 created at ms, 3 the ask id, 4 its attempt, 5 '1' for an
---   escalation's own ask.
+--   escalation's own ask, 6 how long the work's and the dedupe key's indexes are kept (ms).
 -- Returns {'new', doc, the dedupe key's latest ask before this one or ''} or {'exists', doc, ''}.
 local existing = redis.call('HGET', KEYS[1], 'doc')
 if existing then return {'exists', existing, ''} end
@@ -14,7 +14,13 @@ redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'v', 0, 'at', ARGV[2])
 local at, id = ARGV[2], ARGV[3]
 for i = 2, 5 do redis.call('ZADD', KEYS[i], at, id) end
 for i = 8, #KEYS do redis.call('ZADD', KEYS[i], at, id) end
-if ARGV[5] == '1' then redis.call('SADD', KEYS[7], id) end
+if ARGV[5] == '1' then
+  redis.call('SADD', KEYS[7], id)
+  redis.call('PEXPIRE', KEYS[7], ARGV[6])
+end
 -- The dedupe key's asks by attempt: the latest attempt is its highest score.
 redis.call('ZADD', KEYS[6], ARGV[4], id)
+-- An index of one work or one dedupe key lives as long as its newest ask could be kept.
+redis.call('PEXPIRE', KEYS[4], ARGV[6])
+redis.call('PEXPIRE', KEYS[6], ARGV[6])
 return {'new', ARGV[1], before}
