@@ -130,6 +130,7 @@ def record_landed(container: Any, n: int) -> list[Any]:
 def memory(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import redis
 
+    from contracts.asks import AnswerVerb
     from pipeline.asks import AnswerIn
     from workers.bootstrap import build_container
     from workers.stages.answers import Answers
@@ -141,7 +142,7 @@ def memory(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     asks = record_landed(container, args.asks)
     answers = Answers(container)
     for i, ask in enumerate(asks):
-        verb = "approved" if ask.is_consent else "done"
+        verb: AnswerVerb = "approved" if ask.is_consent else "done"
         answers.answer(
             ask.id, AnswerIn(verb, ask.targets[0].member_id, "slack_button"), now_ms=NOW + 9 + i
         )
