@@ -126,6 +126,11 @@ class AskStore:
         value = self.r.get(keys.ask_message(channel_id, message_id))
         return None if value is None else text(value)
 
+    def of_item(self, item_id: str, limit: int = 20) -> list[Ask]:
+        """The open asks about a GitHub issue or pull request (`owner/repo#N`), newest first."""
+        ids = [text(i) for i in self.r.zrevrange(keys.asks_of_item(item_id), 0, limit - 1)]
+        return [a for a in self.many(ids) if a.is_open]
+
     def latest(self, dedupe_key: str) -> Ask | None:
         found = self.r.zrevrange(keys.ask_latest(dedupe_key), 0, 0)
         return self.get(text(found[0])) if found else None
@@ -315,6 +320,7 @@ class AskStore:
                 keys.ask_latest(ask.dedupe_key),
                 keys.ask_escalations(ask.escalates or ask.id),
                 *[keys.asks_of_person(t.member_id) for t in ask.targets],
+                *([keys.asks_of_item(ask.item_id)] if ask.item_id else []),
             ],
             args=[
                 ask.model_dump_json(by_alias=True),
@@ -405,8 +411,28 @@ class AskStore:
         landing = ask.landing
         if landing is None or not landing.message_id:
             return
-        key = keys.ask_message(landing.channel_id or landing.adapter, landing.message_id)
-        self.r.set(key, ask.id, px=self.retention_ms + ask.timeout_ms * 4)
+        where = landing.channel_id or landing.adapter
+        keep = self.retention_ms + ask.timeout_ms * 4
+        pipe = self.r.pipeline(transaction=False)
+        pipe.set(keys.ask_message(where, landing.message_id), ask.id, px=keep)
+        root = landing.thread_root_id
+        if root and root != landing.message_id:
+            # Posted as a reply in a thread: a reply to it carries that thread's root, so the
+            # root leads to the ask too (the newest ask in the thread).
+            pipe.set(keys.ask_message(where, root), ask.id, px=keep)
+        pipe.execute()
+
+    def reply_answered(self, delivery_id: str) -> bool:
+        """Whether this delivered reply already answered its ask (a redelivery of it)."""
+        return bool(self.r.exists(keys.ask_reply(delivery_id)))
+
+    def note_reply(self, delivery_id: str) -> None:
+        self.r.set(keys.ask_reply(delivery_id), "1", px=self.retention_ms)
+
+    def trim_due(self, now_ms: int, every_ms: int = 3_600_000) -> bool:
+        """True for the first caller in each `every_ms` (one trim an hour, however many ticks
+        run)."""
+        return bool(self.r.set(keys.ASKS_TRIMMED, now_ms, nx=True, px=every_ms))
 
     def answer(self, ask_id: str, a: AnswerIn, *, now_ms: int) -> Answered:
         """Record one answer exactly once. An answer on an escalation's own ask is the answer
@@ -460,7 +486,13 @@ class AskStore:
 
     def _close_escalations(self, root: Ask, *, now_ms: int) -> None:
         """Every escalation's own ask of an ask that ended, closed with it."""
-        closed: AskClose = "answered_elsewhere" if root.state == "answered" else "expired"
+        closed: AskClose = (
+            "answered_elsewhere"
+            if root.state == "answered"
+            else "withdrawn"
+            if root.closed == "withdrawn"
+            else "expired"
+        )
         for child in self.escalations_of(root.id):
             self.update(child.id, lambda c: closed_as(c, closed, root, now_ms=now_ms))
 
@@ -473,7 +505,7 @@ class AskStore:
         cutoff = now_ms - self.retention_ms
         dropped = 0
         indexes = [keys.ASKS_ALL]
-        for pattern in ("seat", "person", "work"):
+        for pattern in ("seat", "person", "work", "item"):
             indexes += list(self.r.scan_iter(match=f"{keys.ASKS_ALL}:{pattern}:*", count=500))
         for index in indexes:
             old = [text(i) for i in self.r.zrangebyscore(index, "-inf", cutoff, 0, 1000)]
