@@ -226,12 +226,8 @@ class AsksTick:
         if stored is None or not mine.wrote:
             return "not_due"  # answered meanwhile, or another tick expired it
         telemetry().ask_timed_out("expired")
-        since = ask.landing.at_ms if ask.landing else ask.created_at_ms
-        names = ", ".join(ask.asked_ids()) or "nobody"
-        reason = (
-            f"ask {ask.id} about {ask.work_id} expired unanswered: seat {ask.seat_id} asked "
-            f"{names} (first at {since} ms) and nobody answered; {why}"
-        )
+        # `why` names who was asked, since when, and until when nobody answered.
+        reason = f"ask {ask.id} about {ask.work_id} expired, nobody answered: {why}"
         report = WorkReport(
             id=f"{ask.id}:expired"[:200],
             title=f"unanswered: {ask.work_id}"[:500],
