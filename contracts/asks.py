@@ -117,6 +117,9 @@ class Ask(Wire):
     body: str = Field(default="", max_length=MAX_BODY)
     scope: str | None = None
     risk_kinds: tuple[str, ...] = ()
+    # The GitHub issue or pull request the ask is about (`owner/repo#N`, lowercased): a
+    # comment or review there by a person asked answers it.
+    item_id: str | None = None
     targets: tuple[Target, ...] = ()
     surface: str = "none"
     dedupe_key: str

@@ -38,6 +38,9 @@ class AskContext(Wire):
     risk_kinds: tuple[str, ...] = ()
     escalates: str | None = None  # an escalation's ask: the ask it escalates
     level: int = 0
+    # The GitHub issue or pull request the work is about (`owner/repo#N`, as the GitHub
+    # normaliser names `ids.issueId`): a comment or review there by a person asked answers it.
+    item_id: str | None = None
 
 
 class WorkEnvelope(Wire):

@@ -14,6 +14,7 @@ one wins and every later one is recorded as `late_answer`, changing nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,7 @@ from contracts.asks import (
     MAX_ANSWER_TEXT,
     MAX_BODY,
     MAX_HISTORY,
+    AnswerKind,
     AnswerOutcome,
     AnswerVerb,
     AnswerVia,
@@ -84,7 +86,34 @@ def asking_of(env: WorkEnvelope) -> AskContext:
         risk_kinds=risk_kinds_of(report.risk),
         escalates=None if esc is None else esc.ask_id,
         level=0 if esc is None else esc.level,
+        item_id=item_of(report.link, report.id),
     )
+
+
+# A GitHub issue or pull request: its web address, or the `owner/repo#N` the GitHub
+# normaliser names it by (`ids.issueId`), which a seat may use as its work id.
+_GITHUB_URL = re.compile(
+    r"^https?://(?:www\.)?github\.com/([\w.-]+)/([\w.-]+)/(?:issues|pull|pulls)/(\d+)"
+    r"(?:[/?#].*)?$",
+    re.IGNORECASE,
+)
+_GITHUB_ITEM = re.compile(r"^([\w.-]+)/([\w.-]+)#(\d+)$")
+
+
+def item_id_of(issue_id: str | None) -> str | None:
+    """The key an issue or pull request is known by in the record: `owner/repo#N`, lowercased
+    (GitHub's names ignore case; a link and a webhook may spell them differently)."""
+    found = _GITHUB_ITEM.match((issue_id or "").strip())
+    return None if found is None else f"{found[1]}/{found[2]}#{int(found[3])}".lower()
+
+
+def item_of(link: str | None, work_id: str | None = None) -> str | None:
+    """The GitHub issue or pull request a report is about: its `link` when that is one's web
+    address, else its work id when that names one (`owner/repo#N`); None for anything else."""
+    found = _GITHUB_URL.match((link or "").strip())
+    if found is not None:
+        return f"{found[1]}/{found[2]}#{int(found[3])}".lower()
+    return item_id_of(work_id)
 
 
 def timeout_for(trigger: str | None, timeouts: Mapping[str, int]) -> int:
@@ -128,6 +157,7 @@ def new_ask(
     risk_kinds: tuple[str, ...] = (),
     escalates: str | None = None,
     level: int = 0,
+    item_id: str | None = None,
 ) -> Ask:
     """The record of an engaged decision, before the send posts anything."""
     key = decision.dedupe_key or ""
@@ -142,6 +172,7 @@ def new_ask(
         body=(decision.body or "")[:MAX_BODY],
         scope=scope,
         risk_kinds=risk_kinds,
+        item_id=item_id,
         targets=decision.targets,
         surface=decision.surface,
         dedupe_key=key,
@@ -386,6 +417,42 @@ def decline_of(ask: Ask) -> DeclineRecord | None:
     )
 
 
+# ---------------------------------------------------------------------- replies
+
+
+def github_answer(action: str, review_state: str | None) -> tuple[AnswerKind, AnswerVia] | None:
+    """What a GitHub event by a person asked says to the ask about its issue or pull request:
+    a comment is a reply; a review approves, declines (changes requested) or, a plain
+    `commented` review, replies. Anything else (an edit, a dismissal, a label) says nothing."""
+    if action == "commented":
+        return "replied", "github_comment"
+    if action == "reviewed":
+        state = (review_state or "").strip().lower()
+        if state == "approved":
+            return "approved", "github_review"
+        if state == "changes_requested":
+            return "declined", "github_review"
+        if state == "commented":
+            return "replied", "github_review"
+    return None
+
+
+def reply_refusal(ask: Ask, person: str | None, *, written_ms: int, landed_ms: int) -> str | None:
+    """Why a reply (a thread message, a comment, a review) does not answer `ask`, or None when
+    it does: its author must be a person the ask asked (a rung above included), and it must
+    be written after the ask landed (an older message in the same thread answered something
+    else). `landed_ms` is when the ask reached its surface."""
+    if person is None:
+        return "not_a_member"
+    if person not in ask.asked_ids():
+        return "not_asked"
+    if ask.landing is None:
+        return "not_landed"
+    if written_ms < landed_ms:
+        return "before_the_ask"
+    return None
+
+
 # ---------------------------------------------------------------------- timeouts
 
 
@@ -441,9 +508,18 @@ def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
         return Due("not_due", ask)
     if ask.state == "pending":
         return Due("not_due", ask)  # the send is in flight: its timeout starts when it lands
+    if ask.escalates is not None and ask.state != "snoozed":
+        # An escalation's own ask keeps no time of its own: the ask it escalates does, and
+        # goes up (or expires) from there, closing this one with it.
+        return Due("not_due", ask)
     if ask.state == "snoozed":
-        deadline = now_ms + ask.timeout_ms
-        why = f"the snooze ended; it times out again at {deadline} ms"
+        own = ask.escalates is None
+        deadline = now_ms + ask.timeout_ms if own else None
+        why = (
+            f"the snooze ended; it times out again at {deadline} ms"
+            if own
+            else f"the snooze ended; the ask it escalates ({ask.escalates}) keeps the time"
+        )
         woke = _with(
             ask,
             (now_ms, "woke", "snooze_ended", why, None),
@@ -484,6 +560,22 @@ def escalated(ask: Ask, step: EscalationStep, why: str, *, now_ms: int) -> Ask:
         escalations=(*ask.escalations, step),
         deadline_ms=now_ms + ask.timeout_ms,
     )
+
+
+def rung_landed(root: Ask, level: int, *, now_ms: int) -> Ask | None:
+    """The ask one rung up (at `level`) reached its person now: the ask it escalates waits
+    its whole timeout from here, so a rung the send gate held (its person's quiet hours) is
+    not passed over before it was even sent. None: nothing to change (another rung since,
+    or the ask ended)."""
+    if root.state != "escalated" or not root.escalations:
+        return None
+    if root.escalations[-1].level != level or root.deadline_ms is None:
+        return None
+    deadline = now_ms + root.timeout_ms
+    if deadline <= root.deadline_ms:
+        return None
+    why = f"rung {level} reached {root.escalations[-1].target_id}; it times out at {deadline} ms"
+    return _with(root, (now_ms, "sent", "sent", why, None), deadline_ms=deadline)
 
 
 def escalation_report(ask: Ask, target_id: str, level: int, *, now_ms: int) -> WorkReport:
@@ -637,12 +729,34 @@ def read_record(
             )
             return _nobody(plan, "already_engaged", detail, guardrail=True)
     b = view.brake
-    if b is not None and b.held and not escalation:
+    if b is not None and b.held and not escalation and plan.work_id != brake_report_id(b):
         return _nobody(
             plan,
             "asks_held",
             f"seat {b.seat_id}'s asks are held since {b.since_ms} ms: {b.why}; an operator "
             "lifts the hold",
+        )
+    return plan
+
+
+def rung_moot(plan: EngagementDecision, root: Ask | None, ask_id: str) -> EngagementDecision:
+    """An escalation's plan against the ask it escalates, read as the rung is decided: when
+    that ask ended meanwhile (answered, withdrawn, expired), nobody is asked one rung up."""
+    if not plan.engage:
+        return plan
+    if root is None:
+        return _nobody(plan, "ask_closed", f"ask {ask_id} is no longer on record")
+    if root.state == "answered" and root.answer is not None:
+        a = root.answer
+        return _nobody(
+            plan,
+            "already_answered",
+            f"{a.by} answered ask {root.id} {a.answer} at {a.at_ms} ms: nobody needs asking "
+            "one rung up",
+        )
+    if not root.is_open:
+        return _nobody(
+            plan, "ask_closed", f"ask {root.id} ended ({root.closed}): nobody is asked one rung up"
         )
     return plan
 
@@ -701,10 +815,15 @@ def brake_due(
     return AskBrake(seat_id=seat_id, held=True, since_ms=now_ms, why=why, ask_ids=tuple(bad))
 
 
+def brake_report_id(brake: AskBrake) -> str:
+    """The work id of the one ask a hold raises: the hold itself does not hold it."""
+    return f"asks-held:{brake.seat_id}:{brake.since_ms}"
+
+
 def brake_report(brake: AskBrake, operator_id: str) -> WorkReport:
     """The one ask an operator gets to look at a held seat."""
     return WorkReport(
-        id=f"asks-held:{brake.seat_id}:{brake.since_ms}",
+        id=brake_report_id(brake),
         title=f"{brake.seat_id}'s asks are held"[:500],
         headline=f"Seat {brake.seat_id}'s asks are held: {brake.why}."[:500],
         summary="People keep declining or not answering what this seat asks, so it asks "

@@ -49,6 +49,7 @@ class Task(StrEnum):
     SWEEP = "seatwire.sweep"  # beat: re-enqueue overdue journal entries, release parked ones
     STEWARD = "seatwire.steward.tick"  # beat: one goal-steward run over every objective
     CONTROLLER = "seatwire.controller.tick"  # beat: decide every seat's next turn
+    ASKS = "seatwire.asks.tick"  # beat: due asks wake, go one rung up or expire
     TURN = "seatwire.turn"  # one seat's turn, launched
 
 
@@ -106,6 +107,9 @@ STAGES: tuple[Stage, ...] = (
     Stage(Queue.BEAT, Task.SWEEP, cadence="sweep_interval_s"),
     Stage(Queue.STEWARD, Task.STEWARD, cadence="steward_interval_s"),
     Stage(Queue.CONTROLLER, Task.CONTROLLER, cadence="controller_interval_s"),
+    # The asks tick shares the controller's queue (and so its worker): both are short
+    # passes over the seats' records, and a deployment that runs the controller runs it.
+    Stage(Queue.CONTROLLER, Task.ASKS, cadence="asks_interval_s"),
     Stage(Queue.TURNS, Task.TURN, TurnMessage),
 )
 

@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     # pipeline/asks.py DEFAULT_TIMEOUTS_MS); how long an approved consent holds; how long an
     # ended ask is kept.
     ask_timeouts: dict[str, int] = Field(default_factory=dict)
+    # How often beat runs the asks tick (due asks wake, go one rung up or expire): a
+    # fraction of the shortest timeout (a minute), so an ask goes up close to its deadline.
+    asks_interval_s: float = Field(default=15.0, gt=0)
     consent_ttl_ms: int = Field(default=86_400_000, ge=60_000)
     ask_retention_ms: int = Field(default=30 * 86_400_000, ge=86_400_000)
     # The key answer links are signed with (POST /v1/asks/{id}/answer?token=...); without

@@ -41,10 +41,12 @@ def test_celery_routes_each_task_to_its_stage_queue() -> None:
 
 def test_beat_runs_each_beat_row_at_its_cadence() -> None:
     """Beat schedules the sweep at the sweep interval on its own queue, the steward's tick at
-    the steward interval on the `steward` queue, the work controller's at its interval on the
-    `controller` queue, and nothing else."""
+    the steward interval on the `steward` queue, the work controller's and the asks tick at
+    their intervals on the `controller` queue, and nothing else."""
     schedule = beat_schedule(
-        Settings(sweep_interval_s=7.5, steward_interval_s=42, controller_interval_s=2)
+        Settings(
+            sweep_interval_s=7.5, steward_interval_s=42, controller_interval_s=2, asks_interval_s=9
+        )
     )
     assert schedule == {
         "sweep": {
@@ -61,6 +63,11 @@ def test_beat_runs_each_beat_row_at_its_cadence() -> None:
             "task": Task.CONTROLLER.value,
             "schedule": 2.0,
             "options": {"queue": Queue.CONTROLLER.value, "expires": 2.0},
+        },
+        "asks.tick": {
+            "task": Task.ASKS.value,
+            "schedule": 9.0,
+            "options": {"queue": Queue.CONTROLLER.value, "expires": 9.0},
         },
     }
     assert Queue.BEAT not in STAGE_QUEUES

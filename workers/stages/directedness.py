@@ -2,7 +2,9 @@
 once (the verdicts for `/v1/trace`, the directed ones into each seat's inbox). A person's
 reply in the thread of a direction's post is also their vote on it
 (workers/stages/directions.py): counted, or written into the direction's log with why not,
-after the event is recorded."""
+after the event is recorded. A reply to an ask (in its Slack thread, or a comment or review
+on the GitHub item it is about) by a person it asked is also that ask's answer
+(workers/stages/ask_replies.py), recorded after the event and never failing it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from workers.clock import now_ms
 from workers.container import Container
 from workers.org import OrgSource
 from workers.queues import Task
+from workers.stages.ask_replies import answer_by_reply
 from workers.stages.base import Deps, StageTask, register_stage
 from workers.stages.directions import vote_by_reply
 from workers.stores.inbound import InboundStore, Recorded
@@ -72,6 +75,9 @@ class Directedness:
                 ", ".join(recorded.full),
             )
         if self.container is not None:
+            answered = answer_by_reply(self.container, candidate, now_ms=self.clock_ms())
+            if answered:
+                log.info("%s is a reply to an ask: %s", env.tracking_id, ", ".join(answered))
             outcome = vote_by_reply(self.container, candidate, now_ms=self.clock_ms())
             if outcome is not None:
                 log.info("%s is a reply to a direction's post: %s", env.tracking_id, outcome)

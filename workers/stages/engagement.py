@@ -4,6 +4,7 @@ considered 'nobody'). The guardrail stage then reserves its place atomically."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from celery import Celery
 from contracts import EngagementDecision
 from contracts.messages import AskContext, DecisionEnvelope, WorkEnvelope
 from contracts.send import SendMode
-from pipeline.asks import as_escalation, asking_of, read_record
+from pipeline.asks import as_escalation, asking_of, read_record, rung_moot, withdrawn
 from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
 from pipeline.guardrails import check_guardrails, dedupe_key_for, judge
 from workers.clock import now_ms
@@ -36,6 +37,8 @@ from workers.stores.asks import AskStore
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 from workers.telemetry import telemetry
+
+log = logging.getLogger("seatwire.engagement")
 
 
 @dataclass
@@ -124,6 +127,7 @@ class Engagement:
         if refused(start, started) or stored is None:  # only a start refuses a record
             return None
         _recorded(env, stored)
+        self._withdraw(env, plan, stored.now_ms)
         if not stored.engage:
             return None
         return nxt.model_copy(update={"decision": stored})
@@ -138,6 +142,12 @@ class Engagement:
             return plan
         try:
             view = self.asks.view(plan, env.seat_id)
+            if env.escalation is not None:
+                # The ask may have been answered since the tick raised this rung.
+                root = self.asks.get(env.escalation.ask_id)
+                plan = rung_moot(plan, root, env.escalation.ask_id)
+                if not plan.engage:
+                    return plan
         except redis.RedisError as exc:
             failed = f"ask_record_read_failed:{type(exc).__name__}"
             return plan.model_copy(update={"degraded": (*plan.degraded, failed)})
@@ -150,6 +160,28 @@ class Engagement:
             now_ms=plan.now_ms,
             escalation=env.escalation is not None,
         )
+
+    def _withdraw(self, env: WorkEnvelope, plan: EngagementDecision, now: int) -> None:
+        """The seat's work moved on: reported done, or its report no longer fires the
+        trigger that asked (nothing fired at all). Its open asks of the work close as
+        withdrawn, their rungs with them. After the decision is recorded and best-effort:
+        a failure is logged and the next report of the work withdraws them."""
+        if self.asks is None or env.escalation is not None:
+            return
+        report = env.report
+        if report.state == "done":
+            why = f"seat {env.seat_id} reported {report.id} done (revision {report.revision})"
+        elif not plan.engage and plan.trigger is None:
+            why = (
+                f"seat {env.seat_id}'s report of {report.id} (revision {report.revision}) no "
+                f"longer asks anybody ({plan.reason_code}: {plan.reason})"
+            )
+        else:
+            return
+        try:
+            withdraw_asks(self.asks, env, why, now_ms=now)
+        except Exception:
+            log.exception("could not withdraw seat %s's asks of %s", env.seat_id, report.id)
 
     def _judged(self, plan: EngagementDecision, seat_id: str) -> EngagementDecision:
         """An engaging plan judged once, against every seat's counts that bear on this ask
@@ -219,6 +251,29 @@ class Engagement:
         metrics = telemetry()
         metrics.decided("engagement", "off", decision.reason_code)
         metrics.finished("work", "off", accepted_at_ms=env.accepted_at_ms, now_ms=now)
+
+
+def withdraw_asks(asks: AskStore, env: WorkEnvelope, why: str, *, now_ms: int) -> list[str]:
+    """Close the seat's open asks of the report's work as withdrawn (each with its rungs);
+    an ask of a later revision, or one this very report made, stays. The ids closed."""
+    report = env.report
+    closed = []
+    for ask in asks.of_work(report.id):
+        if (
+            ask.seat_id != env.seat_id
+            or not ask.is_open
+            or ask.escalates is not None
+            or ask.revision > report.revision
+            or ask.tracking_id == env.tracking_id
+        ):
+            continue
+        ended = asks.update(ask.id, lambda a: withdrawn(a, why, now_ms=now_ms))
+        if ended is not None and ended.closed == "withdrawn":
+            asks.close_escalations(ended, now_ms=now_ms)
+            closed.append(ended.id)
+    if closed:
+        log.info("withdrew %s: %s", ", ".join(closed), why)
+    return closed
 
 
 def _recorded(env: WorkEnvelope, stored: EngagementDecision) -> None:

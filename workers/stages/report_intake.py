@@ -18,10 +18,10 @@ from typing import Literal
 from celery import Celery
 
 from contracts import EngagementDecision, WorkReport
-from contracts.messages import WorkEnvelope
+from contracts.messages import AskEscalation, WorkEnvelope
 from workers.broker import publish
 from workers.queues import FIRST_TASK, tracking_id_for
-from workers.stages.rows import nonengagement_row
+from workers.stages.rows import ledger_row
 from workers.stores.journal import Accepted, Journal
 
 IntakeStatus = Literal["new", "requeued", "duplicate", "conflict"]
@@ -34,10 +34,21 @@ class Intake:
 
 
 def intake_report(
-    journal: Journal, app: Celery, seat_id: str, report: WorkReport, *, now_ms: int
+    journal: Journal,
+    app: Celery,
+    seat_id: str,
+    report: WorkReport,
+    *,
+    now_ms: int,
+    escalation: AskEscalation | None = None,
 ) -> Intake:
-    """Journal `report` as seat `seat_id`'s and publish its engagement task."""
-    tracking, payload, fingerprint, result = _journalled(journal, seat_id, report, now_ms)
+    """Journal `report` as seat `seat_id`'s and publish its engagement task. With
+    `escalation`, the report is an unanswered ask raised one rung up (the asks tick): its
+    envelope carries which ask, rung and why, and the engagement stage decides it as
+    `ask_unanswered`."""
+    tracking, payload, fingerprint, result = _journalled(
+        journal, seat_id, report, now_ms, escalation
+    )
     if not result.new and result.fingerprint not in ("", fingerprint):
         return Intake("conflict", tracking)
     if not result.new and not (result.state == "accepted" and not result.enqueued):
@@ -52,35 +63,65 @@ def intake_report(
 
 
 def record_unroutable(
-    journal: Journal, seat_id: str, report: WorkReport, *, reason: str, now_ms: int
+    journal: Journal,
+    seat_id: str,
+    report: WorkReport,
+    *,
+    reason: str,
+    now_ms: int,
+    reason_code: str = "unroutable",
+    trigger: str = "commitment_at_risk",
+    work_id: str | None = None,
 ) -> Intake:
     """A report that must reach a person but names nobody who could be asked: journalled and
-    closed at once with an `unroutable` ledger row that says why, never dropped."""
+    closed at once with an `unroutable` ledger row that says why, never dropped. The row's
+    reason code and trigger say which (`ask_unanswered` for an ask that expired unanswered),
+    and its work id is `work_id` (by default the report's), so the work's rows show it.
+
+    A repeat finds the entry decided and writes nothing; one whose first try was journalled
+    but died before its decision records the decision now."""
     tracking, _payload, _fingerprint, result = _journalled(journal, seat_id, report, now_ms)
-    if not result.new:
+    if not result.new and result.state != "accepted":
         return Intake("duplicate", tracking)
     decision = EngagementDecision(
         engage=False,
-        trigger="commitment_at_risk",
-        reason_code="unroutable",
+        trigger=trigger,
+        reason_code=reason_code,
         reason=reason,
-        work_id=report.id,
+        work_id=work_id or report.id,
         degraded=("engagement_unroutable",),
+        why=(f"{reason_code}: {reason}",),
         now_ms=now_ms,
     )
-    row = nonengagement_row(seat_id, decision, tracking)
+    row = ledger_row(
+        seat_id,
+        decision,
+        tracking,
+        outcome="unroutable",
+        at_ms=now_ms,
+        reason_code=reason_code,
+        reason=reason,
+    )
     journal.record_decision(tracking, seat_id=seat_id, decision=decision, row=row, now_ms=now_ms)
-    return Intake("new", tracking)
+    return Intake("new" if result.new else "requeued", tracking)
 
 
 def _journalled(
-    journal: Journal, seat_id: str, report: WorkReport, now_ms: int
+    journal: Journal,
+    seat_id: str,
+    report: WorkReport,
+    now_ms: int,
+    escalation: AskEscalation | None = None,
 ) -> tuple[str, str, str, Accepted]:
     """The report journalled under its tracking id: (tracking id, payload, fingerprint, what
     the journal answered)."""
     tracking = tracking_id_for(seat_id, report.id, report.revision)
     payload = WorkEnvelope(
-        tracking_id=tracking, seat_id=seat_id, accepted_at_ms=now_ms, report=report
+        tracking_id=tracking,
+        seat_id=seat_id,
+        accepted_at_ms=now_ms,
+        report=report,
+        escalation=escalation,
     ).model_dump_json(by_alias=True)
     fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
     result = journal.accept(

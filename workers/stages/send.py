@@ -46,7 +46,14 @@ from workers.recovery.faults import crash_point
 from workers.stages.base import Deps, StageTask, Start, refused, register_stage
 from workers.stages.guardrails import Guardrails
 from workers.stages.rows import stage_row
-from workers.stages.send_ask import ask_of, gate, idempotency_id, record_ask, settle_ask
+from workers.stages.send_ask import (
+    ask_of,
+    gate,
+    idempotency_id,
+    record_ask,
+    settle_ask,
+    settle_from_op,
+)
 from workers.stages.send_retry import retry_send
 from workers.stores.asks import AskStore
 from workers.stores.dlq import Delivery
@@ -414,23 +421,12 @@ class Send:
             return
         state = self.ledger.op_state(env.tracking_id)
         attempt = int(state.get("attempt") or env.verdict.attempt)
-        ask_id = ask_id_for(env.decision.dedupe_key, attempt)
-        record = self.asks.get(ask_id)
-        if record is None or record.state != "pending":
-            return
-        outcome = state.get("state", "")
-        result = None
-        if outcome == "engaged" and state.get("messageId"):
-            result = SendResult(
-                channel_id=state.get("channelId", ""), message_id=state["messageId"]
-            )
-        settle_ask(
+        settle_from_op(
             self.asks,
-            ask_id,
-            outcome=outcome,
+            ask_id_for(env.decision.dedupe_key, attempt),
+            state,
             adapter=self.outbound.name,
             now_ms=self.clock_ms(),
-            result=result,
             thread_root_id=env.decision.thread_root_id,
         )
 

@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from contracts import EngagementDecision, GuardrailVerdict, SendGateVerdict, SendPolicy
 from contracts.asks import Ask, AskClose, AskLanding
 from contracts.messages import AskContext, OutboundAsk, ReservedEnvelope, SendResult
-from pipeline.asks import ask_id_for, landed, new_ask, send_ended, withdrawn
+from pipeline.asks import (
+    ask_id_for,
+    closed_as,
+    landed,
+    new_ask,
+    rung_landed,
+    send_ended,
+    withdrawn,
+)
 from pipeline.send_gate import check_send, reached_member_ids
 from workers.errors import ConfigError
 from workers.org import OrgSource
@@ -72,6 +80,7 @@ def record_ask(
         risk_kinds=asking.risk_kinds,
         escalates=asking.escalates,
         level=asking.level,
+        item_id=asking.item_id,
     )
     new, stored, before = asks.create(record)
     if new and before is not None and before != stored.id:
@@ -81,6 +90,16 @@ def record_ask(
         ended = asks.update(before, lambda a: withdrawn(a, why, now_ms=now_ms))
         if ended is not None and ended.state == "closed":
             asks.close_escalations(ended, now_ms=now_ms)
+    if new and stored.escalates is not None:
+        # A rung raised just before the ask it escalates ended (answered, withdrawn): that
+        # ask closed the rungs it knew of, and this one was not yet among them.
+        root = asks.get(stored.escalates)
+        if root is not None and not root.is_open:
+            end: AskClose = "answered_elsewhere" if root.state == "answered" else "expired"
+            if root.closed == "withdrawn":
+                end = "withdrawn"
+            closed = asks.update(stored.id, lambda a: closed_as(a, end, root, now_ms=now_ms))
+            return closed or stored
     return stored
 
 
@@ -107,9 +126,14 @@ def settle_ask(
             thread_root_id=thread_root_id or result.message_id,
             at_ms=now_ms,
         )
-        return asks.update(
+        stored = asks.update(
             ask_id, lambda a: landed(a, landing, now_ms=now_ms), known=known, link=True
         )
+        if stored is not None and stored.escalates is not None:
+            # The rung reached its person: the ask it escalates waits from now.
+            level = stored.level
+            asks.update(stored.escalates, lambda r: rung_landed(r, level, now_ms=now_ms))
+        return stored
     closed: dict[str, AskClose] = {
         "send_failed": "send_failed",
         "send_blocked": "send_blocked",
@@ -120,6 +144,46 @@ def settle_ask(
     end = closed[outcome]
     return asks.update(
         ask_id, lambda a: send_ended(a, end, why or outcome, now_ms=now_ms), known=known
+    )
+
+
+def settle_from_op(
+    asks: AskStore,
+    ask_id: str,
+    op: Mapping[str, str],
+    *,
+    adapter: str,
+    now_ms: int,
+    thread_root_id: str | None = None,
+) -> Ask | None:
+    """An ask still `pending` whose send's op has ended: written as the op says (landed where
+    the op holds, or closed), in case the try that ended the op died before it wrote the
+    ask. The send stage calls this for a redelivered send, the asks tick for an ask pending
+    longer than a send lease. None when there is no such ask; the ask as it is when it is
+    not pending or the op has not ended."""
+    record = asks.get(ask_id)
+    if record is None or record.state != "pending":
+        return record
+    outcome = op.get("state", "")
+    if outcome == "refused":
+        # A lapsed reservation the guardrails refused when it was taken again: the ask
+        # recorded by an earlier try was never posted.
+        why = "the guardrails refused it when its lapsed reservation was taken again"
+        return settle_ask(
+            asks, ask_id, outcome="send_blocked", adapter=adapter, now_ms=now_ms, why=why
+        )
+    result = None
+    if outcome == "engaged" and op.get("messageId"):
+        result = SendResult(channel_id=op.get("channelId", ""), message_id=op["messageId"])
+    return settle_ask(
+        asks,
+        ask_id,
+        outcome=outcome,
+        adapter=adapter,
+        now_ms=now_ms,
+        result=result,
+        thread_root_id=thread_root_id,
+        why=f"its send ended {outcome}",
     )
 
 

@@ -130,6 +130,11 @@ class AskStore:
         value = self.r.get(keys.ask_message(channel_id, message_id))
         return None if value is None else text(value)
 
+    def of_item(self, item_id: str, limit: int = 20) -> list[Ask]:
+        """The open asks about a GitHub issue or pull request (`owner/repo#N`), newest first."""
+        ids = [text(i) for i in self.r.zrevrange(keys.asks_of_item(item_id), 0, limit - 1)]
+        return [a for a in self.many(ids) if a.is_open]
+
     def latest(self, dedupe_key: str) -> Ask | None:
         found = self.r.zrevrange(keys.ask_latest(dedupe_key), 0, 0)
         return self.get(text(found[0])) if found else None
@@ -320,6 +325,7 @@ class AskStore:
                 keys.ask_latest(ask.dedupe_key),
                 keys.ask_escalations(ask.escalates or ask.id),
                 *[keys.asks_of_person(t.member_id) for t in ask.targets],
+                *([keys.asks_of_item(ask.item_id)] if ask.item_id else []),
             ],
             args=[
                 ask.model_dump_json(by_alias=True),
@@ -353,7 +359,7 @@ class AskStore:
         how = concluded_as(after) if before.is_open and not after.is_open else None
         seat = item_seat or after.seat_id
         inbox = InboxRoom.seat_keys(seat)
-        message = self._message_key(after) if link else None
+        message = self._message_keys(after) if link else []
         verb, _v, position = self._commit(
             keys=[
                 keys.ask(after.id),
@@ -366,7 +372,7 @@ class AskStore:
                 keys.asks_concluded(after.seat_id),
                 *InboxRoom.KEYS,
                 *inbox,
-                message or keys.ask_message("-", "-"),
+                *(message or [keys.ask_message("-", "-")]),
             ],
             args=[
                 before.version,
@@ -421,13 +427,16 @@ class AskStore:
         raise AskContended(f"ask {ask_id}: {MAX_TRIES} changes raced this one")
 
     @staticmethod
-    def _message_key(ask: Ask) -> str | None:
-        """The key of the message an ask landed as (its thread's root, where replies go)."""
+    def _message_keys(ask: Ask) -> list[str]:
+        """The keys of the message an ask landed as: the message itself, and, posted as a
+        reply in a thread, that thread's root (a reply to it carries the root, so the root
+        leads to the ask too: the newest ask in the thread)."""
         landing = ask.landing
-        root = None if landing is None else (landing.thread_root_id or landing.message_id)
-        if landing is None or not root:
-            return None
-        return keys.ask_message(landing.channel_id or landing.adapter, root)
+        if landing is None or not landing.message_id:
+            return []
+        where = landing.channel_id or landing.adapter
+        ids = dict.fromkeys([landing.message_id, landing.thread_root_id or landing.message_id])
+        return [keys.ask_message(where, i) for i in ids]
 
     def _link_ms(self, ask: Ask) -> int:
         """How long a message key is kept: as long as the ask could still be answered."""
@@ -435,9 +444,20 @@ class AskStore:
 
     def link(self, ask: Ask) -> None:
         """Remember the message an ask landed as, for its clicks and replies."""
-        key = self._message_key(ask)
-        if key is not None:
+        for key in self._message_keys(ask):
             self.r.set(key, ask.id, px=self._link_ms(ask))
+
+    def reply_answered(self, delivery_id: str) -> bool:
+        """Whether this delivered reply already answered its ask (a redelivery of it)."""
+        return bool(self.r.exists(keys.ask_reply(delivery_id)))
+
+    def note_reply(self, delivery_id: str) -> None:
+        self.r.set(keys.ask_reply(delivery_id), "1", px=self.retention_ms)
+
+    def trim_due(self, now_ms: int, every_ms: int = 3_600_000) -> bool:
+        """True for the first caller in each `every_ms` (one trim an hour, however many ticks
+        run)."""
+        return bool(self.r.set(keys.ASKS_TRIMMED, now_ms, nx=True, px=every_ms))
 
     def answer(self, ask_id: str, a: AnswerIn, *, now_ms: int) -> Answered:
         """Record one answer exactly once. An answer on an escalation's own ask is the answer
@@ -491,7 +511,13 @@ class AskStore:
 
     def _close_escalations(self, root: Ask, *, now_ms: int) -> None:
         """Every escalation's own ask of an ask that ended, closed with it."""
-        closed: AskClose = "answered_elsewhere" if root.state == "answered" else "expired"
+        closed: AskClose = (
+            "answered_elsewhere"
+            if root.state == "answered"
+            else "withdrawn"
+            if root.closed == "withdrawn"
+            else "expired"
+        )
         for child in self.escalations_of(root.id):
             self.update(child.id, lambda c: closed_as(c, closed, root, now_ms=now_ms))
 
@@ -504,7 +530,7 @@ class AskStore:
         cutoff = now_ms - self.retention_ms
         dropped = 0
         indexes = [keys.ASKS_ALL]
-        for pattern in ("seat", "person", "work"):
+        for pattern in ("seat", "person", "work", "item"):
             indexes += list(self.r.scan_iter(match=f"{keys.ASKS_ALL}:{pattern}:*", count=500))
         for index in indexes:
             old = [text(i) for i in self.r.zrangebyscore(index, "-inf", cutoff, 0, 1000)]

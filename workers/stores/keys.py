@@ -383,6 +383,8 @@ ASKS_ALL = f"{PREFIX}asks"
 ASKS_OPEN = f"{PREFIX}asks:open"
 ASKS_DUE = f"{PREFIX}asks:due"
 CONSENTS = f"{PREFIX}consents"  # zset consentId -> expires at ms
+# Set (with a TTL of an hour) when a tick trimmed the ask indexes: one trim an hour.
+ASKS_TRIMMED = f"{PREFIX}asks:trimmed"
 
 
 def ask(ask_id: str) -> str:
@@ -399,6 +401,17 @@ def asks_of_person(member_id: str) -> str:
 
 def asks_of_work(work_id: str) -> str:
     return f"{PREFIX}asks:work:{work_id}"
+
+
+def asks_of_item(item_id: str) -> str:
+    """Zset: the asks about one GitHub issue or pull request (`owner/repo#N`, lowercased)."""
+    return f"{PREFIX}asks:item:{item_id}"
+
+
+def ask_reply(delivery_id: str) -> str:
+    """Set once a delivered reply (a thread message, a comment, a review) answered its ask:
+    a redelivery of the same event answers nothing a second time."""
+    return f"{PREFIX}asks:reply:{delivery_id}"
 
 
 def ask_latest(dedupe_key: str) -> str:
