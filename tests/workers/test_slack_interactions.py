@@ -21,9 +21,17 @@ import redis
 from fastapi.testclient import TestClient
 
 from contracts import WorkReport
-from contracts.asks import Ask
-from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
-from pipeline.asks import DEFAULT_CONSENT_TTL_MS, DEFAULT_SNOOZE_MS, AnswerIn, withdrawn
+from contracts.asks import Ask, AskLanding, EscalationStep
+from contracts.engagement import Target
+from contracts.messages import DecisionEnvelope, OutboundAsk, ReservedEnvelope, WorkEnvelope
+from pipeline.asks import (
+    DEFAULT_CONSENT_TTL_MS,
+    DEFAULT_SNOOZE_MS,
+    AnswerIn,
+    escalated,
+    landed,
+    withdrawn,
+)
 from pipeline.signatures import slack_headers
 from pipeline.slack_buttons import WEEK_MS
 from tests.fake_slack import FakeSlack, Post
@@ -33,6 +41,7 @@ from workers.celery_app import create_app
 from workers.container import Container
 from workers.ingress.app import create_ingress
 from workers.ingress.ratelimit import slack_interactions_source
+from workers.outbound.base import SendContext
 from workers.settings import BUNDLED_ORG, Settings
 from workers.stages import Stages
 from workers.stores.asks import AskStore
@@ -346,6 +355,64 @@ def test_snooze_keeps_the_buttons_and_says_until_when(rig: Rig) -> None:
     assert rig.click(post, "seatwire_answer:done", "U0BEN").status_code == 200
     assert rig.stored(ask.id).state == "answered"
     assert actions_of(rig.slack.updates()[-1].blocks) == []
+
+
+def test_a_click_on_an_escalation_answers_the_seats_ask_and_both_messages_show_it(
+    rig: Rig,
+) -> None:
+    """Ben did not answer; the consent went one rung up to Ava in an ask of its own. Ava's
+    click on that ask answers the seat's: one inbox item, and both messages lose their
+    buttons and say who answered."""
+    root, root_post = rig.ask(CONSENT)
+    up_id = f"{root.id}:up1"
+    step = EscalationStep(
+        level=1, target_id="ava", rung="target_supervisor", at_ms=NOW + 10, tracking_id="t-up"
+    )
+    rig.asks.update(root.id, lambda a: escalated(a, step, "ben did not answer", now_ms=NOW + 10))
+    up = root.model_copy(
+        update={
+            "id": up_id,
+            "targets": (Target(member_id="ava"),),
+            "dedupe_key": "up-dk",
+            "tracking_id": "t-up",
+            "state": "pending",
+            "landing": None,
+            "escalates": root.id,
+            "level": 1,
+            "history": (),
+            "version": 0,
+        }
+    )
+    assert rig.asks.create(up)[0]
+    sent = rig.container.outbound.send(
+        OutboundAsk(
+            idempotency_id="engage-up-dk-1",
+            tracking_id="t-up",
+            seat_id="scout",
+            work_id=root.work_id,
+            attempt=1,
+            surface="dm",
+            member_ids=("ava",),
+            body="**No answer from ben**: can you say yes or no?",
+            ask_id=up_id,
+            trigger=root.trigger,
+        ),
+        SendContext(now_ms=NOW + 10, since_ms=NOW + 10),
+    )
+    where = AskLanding(
+        adapter="slack", channel_id=sent.channel_id, message_id=sent.message_id, at_ms=NOW + 10
+    )
+    rig.asks.update(up_id, lambda a: landed(a, where, now_ms=NOW + 10))
+    [up_post] = [p for p in rig.slack.posts() if p.ts == sent.message_id]
+    assert rig.click(up_post, "seatwire_answer:approved", "U0AVA").status_code == 200
+    stored = rig.stored(root.id)
+    assert stored.answer is not None and stored.answer.by == "ava"
+    assert [i.ask.ask_id for i in rig.inbox() if i.ask] == [root.id]
+    shown = {(u.channel, u.ts): u for u in rig.slack.updates()}
+    assert set(shown) == {(root_post.channel, root_post.ts), (up_post.channel, up_post.ts)}
+    for update in shown.values():
+        assert actions_of(update.blocks) == []
+        assert context_of(update.blocks).startswith("*Approved* by <@U0AVA>")
 
 
 # --------------------------------------------------------------- clicks that change nothing

@@ -30,7 +30,7 @@ answered 200 with an empty body, logged and counted (`seatwire_slack_interaction
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -46,6 +46,7 @@ from pipeline.slack_buttons import Click, Ignored, closed_said, read_interaction
 from workers.ingress.deps import IngressDeps, deps_of
 from workers.ingress.http import Refusal, parse_json, problem, read_body, within_budget
 from workers.ingress.slack import no_retry, verify
+from workers.org import OrgView
 from workers.outbound.slack import mention, slack_date, slack_user_id
 from workers.stages.answers import Answers
 from workers.stores.asks import Answered, AskContended, AskMissing
@@ -118,7 +119,6 @@ async def answer_click(deps: IngressDeps, click: Click) -> Response:
     """Record the click's answer, then answer Slack at once: what the person sees (the
     message changed in place, an ephemeral reply) is done after the 200."""
     view, _degraded = deps.container.org.current()
-    users = slack_ids(view.people)
     member = view.member_of(click.user_id)
     if member is None:
         telemetry().slack_interaction("block_actions", "unknown_member")
@@ -153,7 +153,7 @@ async def answer_click(deps: IngressDeps, click: Click) -> Response:
         log.error("Slack click on ask %s by %s not recorded: %s", click.ask_id, member, exc)
         text = "Seatwire could not record your answer: too many answers at once. Click again."
         return after_response(respond, click.response_url, text)
-    return after_response(follow_up, answers, click, got, users)
+    return after_response(follow_up, answers, click, got, view)
 
 
 def after_response(func: Any, *args: Any) -> Response:
@@ -162,16 +162,19 @@ def after_response(func: Any, *args: Any) -> Response:
     return Response(status_code=200, background=BackgroundTask(func, *args))
 
 
-def slack_ids(people: Mapping[str, tuple[tuple[str, ...], str]]) -> dict[str, str]:
+def slack_ids(view: OrgView, member_ids: Iterable[str]) -> dict[str, str]:
+    """The Slack user ids of these members (those the org file gives one), looked up one by
+    one: a click must not walk a large org's every member."""
     found: dict[str, str] = {}
-    for member_id, (aliases, _name) in people.items():
-        uid = slack_user_id(aliases)
+    for member_id in member_ids:
+        member = view.member(member_id)
+        uid = slack_user_id(member.aliases) if member is not None else None
         if uid is not None:
             found[member_id] = uid
     return found
 
 
-def follow_up(answers: Answers, click: Click, got: Answered, users: Mapping[str, str]) -> None:
+def follow_up(answers: Answers, click: Click, got: Answered, view: OrgView) -> None:
     """After the 200: the message shows where the ask stands, and the clicker hears why a
     click that changed nothing changed nothing."""
     outcome = got.outcome
@@ -179,6 +182,8 @@ def follow_up(answers: Answers, click: Click, got: Answered, users: Mapping[str,
     if outcome.outcome in ("answered", "snoozed"):
         show_all(answers, click, ask)
         return
+    first_by = (ask.answer.by,) if ask.answer is not None else ()
+    users = slack_ids(view, (*first_by, *ask.asked_ids()))
     text: str
     if outcome.outcome == "late_answer" and ask.answer is not None:
         show_all(answers, click, ask)  # a message a failed update left with buttons heals
@@ -200,10 +205,14 @@ def follow_up(answers: Answers, click: Click, got: Answered, users: Mapping[str,
 
 
 def show_all(answers: Answers, click: Click, ask: Ask) -> None:
-    """The ask on its message, and the clicked message when it is another ask's (a click on
-    an escalation answers the seat's own ask, and the escalation's message shows it too)."""
+    """The ask on its message, and every message of its escalations: the clicked one when a
+    click on an escalation answered the seat's own ask, and the ones an answer closed."""
     answers.show(landed_at(ask, click))
-    if ask.id != click.ask_id:
+    shown = {ask.id}
+    for other in answers.asks.escalations_of(ask.id) if ask.escalates is None else ():
+        shown.add(other.id)
+        answers.show(other)
+    if click.ask_id not in shown:
         clicked = answers.asks.get(click.ask_id)
         if clicked is not None:
             answers.show(landed_at(clicked, click))
