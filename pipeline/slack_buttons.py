@@ -178,6 +178,9 @@ class Click:
     message_ts: str
     response_url: str | None
     action_id: str
+    # When Slack stamped the click (the action's `action_ts`): one click delivered twice
+    # carries the same one, two clicks two.
+    action_ts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -216,12 +219,12 @@ def read_value(
     return ask_id, verb, ttl
 
 
-def _ours(actions: Sequence[Any]) -> tuple[str, tuple[str, ButtonVerb, int | None]] | None:
-    """The first action that is one of an ask's buttons: its action_id and what it says."""
+def _ours(actions: Sequence[Any]) -> tuple[Any, tuple[str, ButtonVerb, int | None]] | None:
+    """The first action that is one of an ask's buttons, and what it says."""
     for action in actions:
         fields = [dig(action, name) for name in ("block_id", "action_id", "value")]
         try:
-            return str(fields[1]), read_value(*fields)
+            return action, read_value(*fields)
         except ValueError:
             continue
     return None
@@ -237,7 +240,7 @@ def read_interaction(payload: Mapping[str, Any]) -> Click | Ignored:
     found = _ours(as_list(payload.get("actions")))
     if found is None:
         return Ignored(kind, "no action of an ask's buttons")
-    action_id, (ask_id, verb, ttl) = found
+    action, (ask_id, verb, ttl) = found
     if dig(payload, "container", "type") == "view" or payload.get("view") is not None:
         return Ignored(kind, "a button in a view, not on an ask's message")
     channel = as_str(dig(payload, "channel", "id")) or as_str(
@@ -257,5 +260,6 @@ def read_interaction(payload: Mapping[str, Any]) -> Click | Ignored:
         channel_id=channel,
         message_ts=ts,
         response_url=as_str(payload.get("response_url")),
-        action_id=action_id,
+        action_id=str(dig(action, "action_id")),
+        action_ts=as_str(dig(action, "action_ts")),
     )
