@@ -23,7 +23,12 @@ body or an `application/json` body, merged in that order. The token comes from
 `{"ok": false, "error": code}`; a rate limit is HTTP 429 with `Retry-After: <seconds>`.
 
 Methods: auth.test, conversations.open / create / invite / info / history / replies,
-chat.postMessage. Anything else is `unknown_method`.
+chat.postMessage, chat.update. Anything else is `unknown_method`.
+
+chat.update changes a message the bot posted, in place, as Slack does: its text, its blocks
+when given (left as they were when not; `[]` removes them) and its metadata when given; history
+and replies show the message as last updated. Each applied update is recorded
+(`updates()`: channel, ts, text, blocks); `posts()` keeps every post as it was posted.
 
 Faults (`Fault` values, built with the functions below), scripted per API method name:
 
@@ -45,6 +50,7 @@ Control API (JSON, no auth), for a fake in another process; FakeSlackControl wra
 
     GET  /_control/info                 {url, token, bot_user_id, id_field, post_count}
     GET  /_control/posts                {posts: [Post]}
+    GET  /_control/updates              {updates: [Update]}
     GET  /_control/requests             {requests: [RequestRecord]}
     GET  /_control/duplicates?field=F   {duplicates: {key: count}}
     GET  /_control/members?channel=C    {members: [user]}
@@ -251,6 +257,27 @@ class Post:
     def from_json(cls, data: Mapping[str, Any]) -> Post:
         fault = data.get("fault")
         return cls(**{**data, "fault": Fault.from_json(fault) if fault else None})
+
+
+@dataclass(frozen=True)
+class Update:
+    """One applied chat.update, in the order applied: what the message became. `blocks` and
+    `metadata` are None when the call left them as they were."""
+
+    seq: int
+    channel: str
+    ts: str
+    text: str
+    blocks: list[Any] | None
+    metadata: dict[str, Any] | None
+    applied_wall: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Update:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -625,6 +652,11 @@ class FakeSlack:
         with self._lock:
             return [p for p in self._posts if channel is None or p.channel == channel]
 
+    def updates(self, channel: str | None = None) -> list[Update]:
+        """Every applied chat.update, in the order applied (of one channel if given)."""
+        with self._lock:
+            return [u for u in self._updates if channel is None or u.channel == channel]
+
     def requests(self) -> list[RequestRecord]:
         """Every Web API request received, in order."""
         with self._lock:
@@ -769,6 +801,8 @@ class FakeSlack:
                 return self._replies(p)
             case "chat.postMessage":
                 return self._post(p, fault)
+            case "chat.update":
+                return self._update(p)
         raise _ApiError("unknown_method")
 
     # --- the methods
@@ -945,6 +979,44 @@ class FakeSlack:
             "message": self._message_json(post, include_metadata=True),
         }
 
+    def _update(self, p: _Params) -> dict[str, Any]:
+        ch = self._known(p)
+        if ch.archived:
+            raise _ApiError("is_archived")
+        ts = p.text("ts") or ""
+        post = next((m for m in self._by_channel.get(ch.id, []) if m.ts == ts), None)
+        if post is None:
+            raise _ApiError("message_not_found")
+        text = p.text("text") or ""
+        blocks = p.structured("blocks", "invalid_blocks_format")
+        if blocks is not None and not isinstance(blocks, list):
+            raise _ApiError("invalid_blocks_format")
+        if not text and not blocks:
+            raise _ApiError("no_text")
+        if len(text) > MAX_TEXT:
+            raise _ApiError("msg_too_long")
+        metadata = p.structured("metadata", "invalid_metadata_format")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise _ApiError("invalid_metadata_format")
+        update = Update(
+            seq=len(self._updates) + 1,
+            channel=ch.id,
+            ts=ts,
+            text=text,
+            blocks=blocks,
+            metadata=metadata,
+            applied_wall=time.time(),
+        )
+        self._updates.append(update)
+        edits = [u for u in self._updates if (u.channel, u.ts) == (ch.id, ts)]
+        return {
+            "ok": True,
+            "channel": ch.id,
+            "ts": ts,
+            "text": text,
+            "message": self._message_json(post, include_metadata=False, edits=edits),
+        }
+
     # --- helpers (lock held)
 
     def _reset_locked(self) -> None:
@@ -952,6 +1024,7 @@ class FakeSlack:
         self._dms: dict[frozenset[str], str] = {}
         self._unknown_users: set[str] = set()
         self._posts: list[Post] = []
+        self._updates: list[Update] = []
         self._by_channel: dict[str, list[Post]] = {}
         self._requests: list[RequestRecord] = []
         self._clear_faults_locked()
@@ -1035,18 +1108,30 @@ class FakeSlack:
             data["num_members"] = len(ch.members)
         return data
 
-    def _message_json(self, post: Post, include_metadata: bool) -> dict[str, Any]:
+    def _message_json(
+        self, post: Post, include_metadata: bool, edits: list[Update] | None = None
+    ) -> dict[str, Any]:
+        """The message as it stands: as posted, then each chat.update of it applied."""
+        if edits is None:
+            edits = [u for u in self._updates if (u.channel, u.ts) == (post.channel, post.ts)]
+        text, blocks, metadata = post.text, post.blocks, post.metadata
+        for edit in edits:
+            text = edit.text
+            blocks = edit.blocks if edit.blocks is not None else blocks
+            metadata = edit.metadata if edit.metadata is not None else metadata
         message: dict[str, Any] = {
             "type": "message",
             "user": self.bot_user_id,
             "bot_id": BOT_ID,
             "app_id": APP_ID,
             "team": TEAM_ID,
-            "text": post.text,
+            "text": text,
             "ts": post.ts,
         }
-        if post.blocks is not None:
-            message["blocks"] = post.blocks
+        if edits:
+            message["edited"] = {"user": self.bot_user_id, "ts": f"{edits[-1].applied_wall:.6f}"}
+        if blocks:
+            message["blocks"] = blocks
         if post.thread_ts is not None and post.thread_ts != post.ts:
             message["thread_ts"] = post.thread_ts
             message["parent_user_id"] = self.bot_user_id
@@ -1058,8 +1143,8 @@ class FakeSlack:
                 message["reply_users"] = [self.bot_user_id]
                 message["reply_users_count"] = 1
                 message["latest_reply"] = replies[-1].ts
-        if include_metadata and post.metadata is not None:
-            message["metadata"] = post.metadata
+        if include_metadata and metadata is not None:
+            message["metadata"] = metadata
         return message
 
 
@@ -1244,6 +1329,10 @@ def _c_posts(fake: FakeSlack, _: dict[str, Any], q: dict[str, str]) -> dict[str,
     return {"posts": [p.to_json() for p in fake.posts(q.get("channel"))]}
 
 
+def _c_updates(fake: FakeSlack, _: dict[str, Any], q: dict[str, str]) -> dict[str, Any]:
+    return {"updates": [u.to_json() for u in fake.updates(q.get("channel"))]}
+
+
 def _c_requests(fake: FakeSlack, _: dict[str, Any], __: dict[str, str]) -> dict[str, Any]:
     return {"requests": [r.to_json() for r in fake.requests()]}
 
@@ -1310,6 +1399,7 @@ def _c_unknown_user(fake: FakeSlack, b: dict[str, Any], __: dict[str, str]) -> d
 _CONTROL: dict[tuple[str, str], _Route] = {
     ("GET", "info"): _c_info,
     ("GET", "posts"): _c_posts,
+    ("GET", "updates"): _c_updates,
     ("GET", "requests"): _c_requests,
     ("GET", "duplicates"): _c_duplicates,
     ("GET", "members"): _c_members,
@@ -1416,6 +1506,10 @@ class FakeSlackControl:
     def posts(self, channel: str | None = None) -> list[Post]:
         params = {"channel": channel} if channel is not None else {}
         return [Post.from_json(p) for p in self._get("posts", **params)["posts"]]
+
+    def updates(self, channel: str | None = None) -> list[Update]:
+        params = {"channel": channel} if channel is not None else {}
+        return [Update.from_json(u) for u in self._get("updates", **params)["updates"]]
 
     def requests(self) -> list[RequestRecord]:
         return [RequestRecord.from_json(r) for r in self._get("requests")["requests"]]

@@ -31,6 +31,8 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     # chat.postMessage: chat:write. Seatwire posts only where its bot is a member (or in a
     # conversation it opened), so not chat:write.public.
     "chat.postMessage": frozenset({"chat:write"}),
+    # chat.update: chat:write, on the bot's own ask message (showing its answer in place).
+    "chat.update": frozenset({"chat:write"}),
     # conversations.open: im:write for one person, mpim:write for several (`users` is a list).
     "conversations.open": frozenset({"im:write", "mpim:write"}),
     # conversations.create with is_private=True: groups:write (channels:manage is public).
@@ -179,9 +181,10 @@ def test_the_manifest_subscribes_to_the_events_the_normaliser_reads() -> None:
     assert sorted(events) == sorted(expected)
 
 
-def test_the_request_url_is_the_ingress_slack_route_and_nothing_else_is_on() -> None:
-    """request_url is https, on the path the ingress serves Slack's events at; interactivity
-    and socket mode are off (the ingress has no route for them)."""
+def test_the_request_urls_are_the_ingress_slack_routes_and_socket_mode_is_off() -> None:
+    """Both request URLs are https on one host: the events' on the path the ingress serves
+    Slack's events at, the interactivity's (on: an ask's buttons) on its interactions route;
+    socket mode is off (the ingress has no socket)."""
     routes = {
         node.args[1].id: node.args[0].value
         for node in ast.walk(ast.parse((ROOT / "workers" / "ingress" / "app.py").read_text()))
@@ -195,7 +198,11 @@ def test_the_request_url_is_the_ingress_slack_route_and_nothing_else_is_on() -> 
     url = urlsplit(str(manifest()["settings"]["event_subscriptions"]["request_url"]))
     assert url.scheme == "https"
     assert url.path == routes["slack_events"]
-    assert manifest()["settings"]["interactivity"]["is_enabled"] is False
+    interactivity = manifest()["settings"]["interactivity"]
+    assert interactivity["is_enabled"] is True
+    clicks = urlsplit(str(interactivity["request_url"]))
+    assert (clicks.scheme, clicks.netloc) == ("https", url.netloc)
+    assert clicks.path == routes["slack_interactions"]
     assert manifest()["settings"]["socket_mode_enabled"] is False
 
 

@@ -259,6 +259,29 @@ class OrgView:
         return self.member_by_id.get(member_id)
 
     @cached_property
+    def member_by_alias(self) -> dict[str, str]:
+        """Every member's aliases (a Slack user id, an email, `github:<login>`), trimmed and
+        case-folded, to the member's id, built once per org version; an alias two members
+        share goes to the first in the file."""
+        found: dict[str, str] = {}
+        for m in self.org.members:
+            for alias in m.aliases:
+                found.setdefault(alias.strip().casefold(), m.id)
+        return found
+
+    def member_of(self, ident: str) -> str | None:
+        """The member an identity is: a member id, a member's alias, or a seat's alias (its
+        member); None when nobody in the org answers to it."""
+        if ident in self.member_by_id:
+            return ident
+        key = ident.strip().casefold()
+        found = self.member_by_alias.get(key)
+        if found is not None:
+            return found
+        seat = self.seats.get(key)
+        return seat.member_id if seat is not None else None
+
+    @cached_property
     def snapshot(self) -> tuple[str, str]:
         """(version, JSON) of what a trace needs of this org to derive the verdicts the
         directedness stage did not store: the seats and the listed channels."""

@@ -2,7 +2,9 @@
 and the derived variants) sent signed to the real routes, in process, on a real Redis, and
 the directedness stage run on what they queue: a 200 (or the documented 4xx), never a 5xx,
 every accepted event final in its trace, the verdict a user of that provider expects for the
-ones that address a seat, and a seat's own message never in its own inbox.
+ones that address a seat, and a seat's own message never in its own inbox. The Slack
+interactivity payloads (none of them a click on an ask's button) are sent form-encoded and
+signed to the interactions route: each a 200 with an empty body that changes nothing.
 
 The org is SOURCES.md's pass A (Slack bot user W111 and GitHub `octocat` are seat scout,
 U0LAN0Z89 is seat tally, `Codertocat` is a person) or pass B (`Codertocat` is scout). The
@@ -11,19 +13,22 @@ Slack app's `bot_id` (BZYBOTHED in bolt's fixtures) is learned as `auth.test` re
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote
 
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from contracts.messages import InboundEnvelope
+from pipeline.signatures import slack_headers
 from tests.workers.test_webhooks import (
     GITHUB_SECRET,
     NOW_MS,
+    NOW_S,
     SLACK_SECRET,
     TOKEN,
     queued,
@@ -104,6 +109,16 @@ class World:
         self.read_trace(sent)
         return sent
 
+    def interact(self, path: Path) -> httpx2.Response:
+        """An interactivity payload as Slack sends it: the form `payload=<URL-encoded JSON>`,
+        signed over those raw bytes."""
+        raw = f"payload={quote(json.dumps(json.loads(path.read_bytes())))}".encode()
+        headers = {
+            **slack_headers(raw, secret=SLACK_SECRET, now_s=NOW_S),
+            "Content-Type": "application/x-www-form-urlencoded",
+        }
+        return self.client.post("/webhooks/slack/interactions", content=raw, headers=headers)
+
     def drain(self) -> None:
         """Run the directedness stage on every queued event, as a worker would."""
         for task in queued(self.r):
@@ -123,6 +138,27 @@ class World:
     def inbox(self, seat: str) -> list[dict[str, Any]]:
         entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", self.r.xrange(keys.inbox(seat)))
         return [json.loads(f[b"item"]) for _id, f in entries]
+
+
+def snapshot(r: redis.Redis) -> dict[bytes, Any]:
+    """Every key's content, by type: equal snapshots mean nothing was written."""
+    names = sorted(r.scan_iter(count=1000))
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.type(name)
+    types = pipe.execute()
+    readers: dict[bytes, Callable[[bytes], object]] = {
+        b"hash": pipe.hgetall,
+        b"list": lambda k: pipe.lrange(k, 0, -1),
+        b"zset": lambda k: pipe.zrange(k, 0, -1, withscores=True),
+        b"set": pipe.smembers,
+        b"string": pipe.get,
+        b"stream": pipe.xrange,
+        b"none": pipe.exists,
+    }
+    for name, kind in zip(names, types, strict=True):
+        readers[kind](name)
+    return dict(zip(names, pipe.execute(), strict=True))
 
 
 def _json(resp: httpx2.Response) -> dict[str, Any]:
@@ -249,6 +285,22 @@ def test_pass_b_every_github_event_by_the_seat_is_its_own_echo(world_b: World) -
     assert github and all(s.verdicts["scout"][1] == "own_echo" for s in github)
     assert_no_own_message_in_any_inbox(world_b)
     print_figures(sent)
+
+
+INTERACTIONS = payloads("slack-interactions")
+
+
+def test_every_interactivity_payload_is_200_empty_and_changes_nothing(world: World) -> None:
+    """Every file of slack-interactions/ (block_actions in a channel, a thread, a DM, an
+    attachment, an app unfurl, App Home and modals; view_submission, view_closed, shortcuts,
+    message actions), signed and form-encoded as Slack sends it: 200 with an empty body, and
+    nothing written (none is a click on an ask's button), whichever seat's alias clicked."""
+    assert len(INTERACTIONS) >= 24
+    before = snapshot(world.r)
+    answers = {p.name: world.interact(p) for p in INTERACTIONS}
+    assert {n: r.status_code for n, r in answers.items() if r.status_code != 200} == {}
+    assert {n: r.content for n, r in answers.items() if r.content} == {}
+    assert snapshot(world.r) == before
 
 
 def print_figures(sent: list[Sent]) -> None:

@@ -295,3 +295,235 @@ def test_people_are_worked_out_once_per_directory_and_again_when_it_changes(
     outbound.send(ask(4, member_ids=("zoe",), mentions=()), ctx())
     assert walked == ["walk", "walk"]
     assert len(slack.posts()) == 3
+
+
+# ------------------------------------------------------------------ an ask's buttons in place
+
+BUTTONS = {
+    "irreversible_or_external": [
+        ("seatwire_answer:approved", "Approve", "primary", "ask-dk1-1|approved"),
+        (
+            "seatwire_answer:approved:week",
+            "Approve for a week",
+            None,
+            "ask-dk1-1|approved|604800000",
+        ),
+        ("seatwire_answer:declined", "Decline", "danger", "ask-dk1-1|declined"),
+        ("seatwire_answer:snoozed", "Snooze", None, "ask-dk1-1|snoozed"),
+    ],
+    "mandatory_review": [
+        ("seatwire_answer:approved", "Approve", "primary", "ask-dk1-1|approved"),
+        ("seatwire_answer:declined", "Request changes", None, "ask-dk1-1|declined"),
+    ],
+    "blocked_on_other": [
+        ("seatwire_answer:done", "Done", "primary", "ask-dk1-1|done"),
+        ("seatwire_answer:snoozed", "Snooze", None, "ask-dk1-1|snoozed"),
+    ],
+    "commitment_at_risk": [
+        ("seatwire_answer:done", "Done", "primary", "ask-dk1-1|done"),
+        ("seatwire_answer:snoozed", "Snooze", None, "ask-dk1-1|snoozed"),
+    ],
+}
+
+
+def buttons_of(blocks: list[Any] | None) -> list[tuple[str, str, str | None, str]]:
+    return [
+        (e["action_id"], e["text"]["text"], e.get("style"), e["value"])
+        for b in blocks or ()
+        if b["type"] == "actions"
+        for e in b["elements"]
+    ]
+
+
+@pytest.mark.parametrize("trigger", sorted(BUTTONS))
+def test_an_ask_carries_the_buttons_of_its_trigger(slack: FakeSlack, trigger: str) -> None:
+    box = adapter(slack)
+    sent = box.send(ask(ask_id="ask-dk1-1", trigger=trigger), ctx())
+    (post,) = slack.posts()
+    assert post.blocks is not None
+    section, actions = post.blocks
+    assert section == {"type": "section", "text": {"type": "mrkdwn", "text": post.text}}
+    assert actions["block_id"] == "seatwire_ask:ask-dk1-1"
+    assert buttons_of(post.blocks) == BUTTONS[trigger]
+    confirms = [e["action_id"] for e in actions["elements"] if "confirm" in e]
+    assert confirms == (["seatwire_answer:declined"] if trigger.startswith("irr") else [])
+    # The metadata is as before, so reconciliation finds the message with its buttons.
+    assert box.reconcile(ask(ask_id="ask-dk1-1", trigger=trigger), ctx()) == sent
+
+
+def test_an_ask_without_a_record_or_a_known_trigger_has_no_buttons(slack: FakeSlack) -> None:
+    box = adapter(slack)
+    box.send(ask(1), ctx())
+    box.send(ask(2, ask_id="ask-dk2-1", trigger="something_else"), ctx())
+    plain, unknown = slack.posts()
+    assert plain.blocks is None
+    assert unknown.blocks is not None and [b["type"] for b in unknown.blocks] == ["section"]
+
+
+def test_a_long_ask_keeps_its_whole_text_and_cuts_only_the_section(slack: FakeSlack) -> None:
+    body = "**Blocked**\n\n" + "word " * 1_000 + "\n\n@Ben Lindqvist — can you?"
+    adapter(slack).send(ask(body=body, ask_id="ask-dk1-1", trigger="blocked_on_other"), ctx())
+    (post,) = slack.posts()
+    assert post.text.endswith("<@U0BEN> — can you?") and len(post.text) > 3_000
+    assert post.blocks is not None
+    section = post.blocks[0]["text"]["text"]
+    assert len(section) == 3_000 and section.endswith("…")
+    assert post.text.startswith(section[:-1])
+
+
+def record(**kw: Any) -> Any:
+    """An ask record as the store keeps it, landed in `channel`/`ts` (set by the test)."""
+    from contracts.asks import Ask
+
+    fields: dict[str, Any] = {
+        "id": "ask-dk1-1",
+        "seatId": "scout",
+        "workId": "billing-migration",
+        "trigger": "irreversible_or_external",
+        "reason": "ben must say yes before the table is dropped",
+        "body": "**Needs your go-ahead:** drop it\n\n@Ben Lindqvist — what would you like?",
+        "targets": [{"memberId": "ben", "rung": "ownership"}],
+        "dedupeKey": "dk1",
+        "trackingId": "t1",
+        "createdAtMs": 1_800_000_000_000,
+        "state": "open",
+    }
+    fields.update(kw)
+    return Ask.model_validate(fields)
+
+
+def landed_record(slack: FakeSlack, box: SlackOutbound, **kw: Any) -> Any:
+    sent = box.send(ask(ask_id="ask-dk1-1", trigger="irreversible_or_external"), ctx())
+    landing = {
+        "adapter": "slack",
+        "channelId": sent.channel_id,
+        "messageId": sent.message_id,
+        "atMs": 1_800_000_000_000,
+    }
+    return record(landing=landing, **kw)
+
+
+def test_show_answer_says_who_approved_and_when_without_buttons(slack: FakeSlack) -> None:
+    box = adapter(slack)
+    answered = landed_record(
+        slack,
+        box,
+        state="answered",
+        answer={
+            "answer": "approved",
+            "by": "ben",
+            "via": "slack_button",
+            "atMs": 1_800_000_060_000,
+            "consentId": "consent-dk1-1",
+            "consentExpiresAtMs": 1_800_086_460_000,
+        },
+    )
+    assert box.show_answer(answered) is True
+    (update,) = slack.updates()
+    (post,) = slack.posts()
+    assert (update.channel, update.ts) == (post.channel, post.ts)
+    assert update.blocks is not None
+    section, context = update.blocks  # no actions block once answered
+    assert section["text"]["text"].startswith("*Needs your go-ahead:* drop it")
+    assert "<@U0BEN> — what would you like?" in section["text"]["text"]
+    line = context["elements"][0]["text"]
+    assert line == (
+        "*Approved* by <@U0BEN> on <!date^1800000060^{date_short_pretty} at {time}|"
+        "2027-01-15 08:01 UTC> · consent on record until <!date^1800086460^"
+        "{date_short_pretty} at {time}|2027-01-16 08:01 UTC>"
+    )
+    assert update.text.endswith(line) and update.metadata is None  # metadata left as it was
+    # The message as Slack now serves it: the new blocks, the old metadata (reconcile reads it).
+    found = box.reconcile(ask(ask_id="ask-dk1-1", trigger="irreversible_or_external"), ctx())
+    assert found is not None and found.message_id == post.ts
+
+
+def test_show_answer_names_a_member_without_a_slack_id_by_id(slack: FakeSlack) -> None:
+    box = adapter(slack)
+    answered = landed_record(
+        slack,
+        box,
+        trigger="mandatory_review",
+        state="answered",
+        answer={
+            "answer": "declined",
+            "by": "kai",
+            "via": "api",
+            "atMs": 1_800_000_060_000,
+            "text": "the index is missing",
+        },
+    )
+    box.show_answer(answered)
+    (update,) = slack.updates()
+    assert update.blocks is not None
+    line = update.blocks[1]["elements"][0]["text"]
+    assert line.startswith("*Changes requested* by kai on <!date^1800000060^")
+    assert line.endswith(": “the index is missing”")
+
+
+def test_a_snoozed_ask_keeps_its_buttons_and_says_until_when(slack: FakeSlack) -> None:
+    box = adapter(slack)
+    snoozed = landed_record(
+        slack,
+        box,
+        state="snoozed",
+        snoozeUntilMs=1_800_007_200_000,
+        history=[
+            {
+                "atMs": 1_800_000_001_000,
+                "event": "snoozed",
+                "reasonCode": "snoozed",
+                "why": "ben snoozed it",
+                "by": "ben",
+            }
+        ],
+    )
+    box.show_answer(snoozed)
+    (update,) = slack.updates()
+    assert [b["type"] for b in update.blocks or ()] == ["section", "context", "actions"]
+    assert buttons_of(update.blocks) == BUTTONS["irreversible_or_external"]
+    assert update.blocks is not None
+    assert update.blocks[1]["elements"][0]["text"] == (
+        "*Snoozed* by <@U0BEN> until <!date^1800007200^{date_short_pretty} at {time}|"
+        "2027-01-15 10:00 UTC>"
+    )
+
+
+def test_a_closed_ask_says_why_and_offers_nothing(slack: FakeSlack) -> None:
+    box = adapter(slack)
+    box.show_answer(landed_record(slack, box, state="closed", closed="expired"))
+    (update,) = slack.updates()
+    assert update.blocks is not None and buttons_of(update.blocks) == []
+    assert update.blocks[1]["elements"][0]["text"] == "*Closed*: nobody answered in time"
+
+
+def test_an_escalated_ask_says_whom_it_went_up_to_and_stays_answerable(slack: FakeSlack) -> None:
+    box = adapter(slack)
+    step = {
+        "level": 1,
+        "targetId": "ava",
+        "rung": "target_supervisor",
+        "atMs": 1_800_014_400_000,
+        "trackingId": "t-up",
+    }
+    box.show_answer(landed_record(slack, box, state="escalated", escalations=[step]))
+    (update,) = slack.updates()
+    assert update.blocks is not None
+    assert update.blocks[1]["elements"][0]["text"].startswith(
+        "No answer yet: also asked <@U0AVA> on <!date^1800014400^"
+    )
+    assert len(buttons_of(update.blocks)) == 4
+
+
+def test_show_answer_without_a_landing_changes_nothing_and_a_gone_message_fails(
+    slack: FakeSlack,
+) -> None:
+    box = adapter(slack)
+    assert box.show_answer(record()) is False
+    gone = landed_record(slack, box)
+    gone = gone.model_copy(
+        update={"landing": gone.landing.model_copy(update={"message_id": "1.000001"})}
+    )
+    with pytest.raises(PermanentError, match="message_not_found"):
+        box.show_answer(gone)
+    assert slack.updates() == []

@@ -5,7 +5,8 @@ journalled AND enqueued (accept.py).
 Where each concern lives:
 
 - routes: v1.py (`/v1`, each router behind the bearer-token dependency of its role, a
-  seat's or the operator's), slack.py and github.py (plain Starlette routes), ops.py
+  seat's or the operator's), slack.py, interactions.py (Slack's button clicks) and github.py
+  (plain Starlette routes), ops.py
   (`/healthz`, `/readyz`; `/metrics`, an operator's token), mcp.py (`/mcp`, the tools
   over MCP's streamable HTTP, a seat's token; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it; FastAPI's refusal
@@ -62,6 +63,7 @@ from workers.ingress.http import (
     refused,
     unavailable,
 )
+from workers.ingress.interactions import slack_interactions
 from workers.ingress.mcp import McpEndpoint
 from workers.ingress.metrics import (
     CLUSTER_BUDGET_S,
@@ -83,6 +85,7 @@ METERED: RouteLabels = {
     ("POST", v1.post_work): "work",
     ("POST", v1.post_event): "events",
     ("POST", slack_events): "slack",
+    ("POST", slack_interactions): "slack_interactions",
     ("POST", github_events): "github",
 }
 
@@ -173,6 +176,7 @@ def create_ingress(
     api.include_router(decisions.router)
     api.include_router(project.router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
+    api.add_route("/webhooks/slack/interactions", slack_interactions, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
     api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: POST (405 to the rest)
     api.include_router(ops_router)

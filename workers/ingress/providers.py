@@ -101,6 +101,42 @@ def provider_paths() -> dict[str, Any]:
                 "responses": {"200": _ok(slack_ok), **responses},
             }
         },
+        "/webhooks/slack/interactions": {
+            "post": {
+                "summary": "Slack interactivity (an ask's buttons)",
+                "description": "Signed as the Events API is. A click on an ask's button "
+                "answers it (recorded before the 200; the message is changed in place and "
+                "any ephemeral reply sent after it). Every other interaction is answered 200 "
+                "with an empty body and changes nothing. A refusal carries X-Slack-No-Retry.",
+                "operationId": "slack_interactions",
+                "security": [],
+                "parameters": [
+                    _header("X-Slack-Signature", "`v0=` and the HMAC-SHA256 of the base string"),
+                    _header("X-Slack-Request-Timestamp", "Unix seconds, within 5 minutes"),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "payload": {
+                                        "type": "string",
+                                        "description": "the interaction's JSON",
+                                    }
+                                },
+                                "required": ["payload"],
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {"description": "answered or changed nothing; an empty body"},
+                    **responses,
+                },
+            }
+        },
         "/webhooks/github": {
             "post": {
                 "summary": "GitHub webhooks",

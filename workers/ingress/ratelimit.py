@@ -6,6 +6,9 @@ A source is who a route says sent the request, and only once the route's own che
 (a forged request is no source; its route answers 401 and it spends nobody's budget):
 
 - `POST /webhooks/slack`: the Slack team (`team_id`, else `enterprise_id`), v0 signature valid;
+- `POST /webhooks/slack/interactions`: the Slack team of the form's `payload` (`team.id`,
+  else `enterprise.id`, else the clicker's `user.team_id`), v0 signature valid; a budget of
+  its own, so a flood of events never holds back a person's click;
 - `POST /webhooks/github`: the GitHub installation, else the repository, else the
   organisation, X-Hub-Signature-256 valid;
 - `POST /v1/...`: the bearer caller (a hash of its token), token valid (any role: auth.py).
@@ -84,6 +87,31 @@ def slack_source(headers: Headers, raw: bytes, settings: Settings, now_s: int) -
     return f"slack:{_identity(_json(raw), SLACK_FIELDS)}"
 
 
+INTERACTION_FIELDS = (("team", "id"), ("enterprise", "id"), ("user", "team_id"))
+
+
+def _form_payload(raw: bytes) -> object:
+    """The JSON of a form's one `payload` field (Slack's interactions, GitHub's form
+    deliveries); None when there is not exactly one, or it is not JSON."""
+    try:
+        payloads = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=10)
+    except ValueError:
+        payloads = {}
+    found = payloads.get("payload", [])
+    return _json(found[0].encode()) if len(found) == 1 else None
+
+
+def slack_interactions_source(
+    headers: Headers, raw: bytes, settings: Settings, now_s: int
+) -> str | None:
+    secret = settings.slack_secret()
+    if secret is None:
+        return None
+    if isinstance(verify_slack(headers, raw, secret=secret, now_s=now_s), Refused):
+        return None
+    return f"slack-interactions:{_identity(_form_payload(raw), INTERACTION_FIELDS)}"
+
+
 def github_source(headers: Headers, raw: bytes, settings: Settings, _now_s: int) -> str | None:
     secret = settings.github_secret()
     if secret is None:
@@ -92,12 +120,7 @@ def github_source(headers: Headers, raw: bytes, settings: Settings, _now_s: int)
         return None
     body = _json(raw)
     if body is None:  # a form whose one `payload` field is the JSON
-        try:
-            payloads = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=10)
-        except ValueError:
-            payloads = {}
-        found = payloads.get("payload", [])
-        body = _json(found[0].encode()) if len(found) == 1 else None
+        body = _form_payload(raw)
     return f"github:{_identity(body, GITHUB_FIELDS)}"
 
 
@@ -167,6 +190,7 @@ class RateLimit:
         self.v1 = v1_source(auth)
         self.sources: dict[str, Source] = {
             "/webhooks/slack": slack_source,
+            "/webhooks/slack/interactions": slack_interactions_source,
             "/webhooks/github": github_source,
         }
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import urllib.error
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
+from pipeline.slack_buttons import ask_blocks, closed_said, cut, said
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
 from workers.telemetry import telemetry
@@ -69,21 +70,72 @@ def render_text(ask: OutboundAsk, users: Mapping[str, str], names: Mapping[str, 
     """The ask in Slack's mrkdwn: `**bold**` becomes `*bold*`, and each person it mentions is
     a real mention `<@U…>` (their `@Display Name` in the text is replaced; a mention with no
     such text is put first). A person with no Slack id keeps the plain name."""
-    text = _BOLD.sub(r"*\1*", ask.body)
+    return mrkdwn(ask.body, [m.member_id for m in ask.mentions], users, names, lead=True)
+
+
+def mrkdwn(
+    body: str,
+    member_ids: Iterable[str],
+    users: Mapping[str, str],
+    names: Mapping[str, str],
+    *,
+    lead: bool,
+) -> str:
+    """`body` in mrkdwn with each of `member_ids` a real mention where it is named (and, with
+    `lead`, put first where it is not)."""
+    text = _BOLD.sub(r"*\1*", body)
     leading: list[str] = []
-    for mention in ask.mentions:
-        uid = users.get(mention.member_id)
+    for member_id in member_ids:
+        uid = users.get(member_id)
         if uid is None:
             continue
-        name = names.get(mention.member_id, "")
+        name = names.get(member_id, "")
         token = f"<@{uid}>"
         # `@Ann` but not the start of `@Anna`: the name must end where a word ends.
         named = re.compile(rf"@{re.escape(name)}(?!\w)") if name else None
         if named is not None and named.search(text):
             text = named.sub(token, text)  # a Slack id holds no backslash or group
-        elif token not in text:
+        elif lead and token not in text:
             leading.append(token)
     return f"{' '.join(leading)} {text}" if leading else text
+
+
+def slack_date(ms: int) -> str:
+    """A time in Slack's date formatting, shown in each reader's own time zone, with the UTC
+    time for a client that cannot format it."""
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return f"<!date^{ms // 1000}^{{date_short_pretty}} at {{time}}|{at:%Y-%m-%d %H:%M} UTC>"
+
+
+def mention(member_id: str, users: Mapping[str, str]) -> str:
+    """A member as a Slack mention when the directory has their Slack id, else their id."""
+    uid = users.get(member_id)
+    return f"<@{uid}>" if uid else member_id
+
+
+def status_line(ask: Ask, users: Mapping[str, str]) -> str | None:
+    """What an ask's message says of where it stands: how it was answered (by whom, when,
+    and a consent's end), until when it is snoozed, why it closed, or whom it went up to.
+    None for an ask still simply waiting."""
+    a = ask.answer
+    if ask.state == "answered" and a is not None:
+        line = f"*{said(ask.trigger, a.answer)}* by {mention(a.by, users)} on {slack_date(a.at_ms)}"
+        if a.consent_expires_at_ms is not None:
+            line += f" · consent on record until {slack_date(a.consent_expires_at_ms)}"
+        if a.text:
+            line += f": “{cut(a.text, 500)}”"
+        return line
+    if ask.state == "snoozed" and ask.snooze_until_ms is not None:
+        by = next((e.by for e in reversed(ask.history) if e.event == "snoozed" and e.by), None)
+        who = f" by {mention(by, users)}" if by else ""
+        return f"*Snoozed*{who} until {slack_date(ask.snooze_until_ms)}"
+    if ask.state == "closed":
+        return f"*Closed*: {closed_said(ask.closed)}"
+    if ask.escalations:
+        step = ask.escalations[-1]
+        up = mention(step.target_id, users)
+        return f"No answer yet: also asked {up} on {slack_date(step.at_ms)}"
+    return None
 
 
 def room_name(ask: OutboundAsk) -> str:
@@ -136,19 +188,6 @@ class Cooldowns(Protocol):
     def remaining_s(self, channel: str) -> float: ...
 
     def hold(self, channel: str, seconds: float) -> None: ...
-
-
-def answer_line(ask: Ask) -> str:
-    """What an answered (or snoozed, or ended) ask's message says of it."""
-    a = ask.answer
-    if a is not None:
-        when = datetime.fromtimestamp(a.at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-        said = f": {a.text}" if a.text else ""
-        return f"{ask.reason or 'Ask'}\n\n*{a.answer.capitalize()}* by <@{a.by}> at {when}{said}"
-    if ask.state == "snoozed" and ask.snooze_until_ms:
-        until = datetime.fromtimestamp(ask.snooze_until_ms / 1000, tz=UTC)
-        return f"{ask.reason or 'Ask'}\n\n_Snoozed until {until:%Y-%m-%d %H:%M} UTC_"
-    return f"{ask.reason or 'Ask'}\n\n_{ask.state}_"
 
 
 class SlackOutbound:
@@ -225,6 +264,10 @@ class SlackOutbound:
             "unfurl_links": False,
             "unfurl_media": False,
         }
+        if ask.ask_id:
+            # The words again as a section (the `text` stays whole, for notifications and
+            # screen readers), then the answers this kind of ask offers.
+            payload["blocks"] = ask_blocks(payload["text"], ask.ask_id, ask.trigger)
         if ask.thread_root_id and ask.surface == "reply_in_place":
             payload["thread_ts"] = ask.thread_root_id
         if self.cooldowns is not None:
@@ -245,14 +288,29 @@ class SlackOutbound:
         )
 
     def show_answer(self, ask: Ask) -> bool:
-        """The ask's message changed in place (chat.update) to say how it was answered, by
-        whom and when."""
+        """The ask's message changed in place (chat.update): its words, and a line saying how
+        it was answered, by whom and when (or until when it is snoozed, or why it closed).
+        It keeps its buttons while it can still be answered, none once answered or closed;
+        its metadata is left as it is, so reconciliation still finds it."""
         landing = ask.landing
         if landing is None or not landing.channel_id or not landing.message_id:
             return False
+        users, names = self._people()
+        words = mrkdwn(
+            ask.body or ask.reason or f"Ask {ask.id}",
+            [t.member_id for t in ask.targets],
+            users,
+            names,
+            lead=False,
+        )
+        line = status_line(ask, users)
+        buttons = ask.trigger if ask.is_open else None
         try:
             self.poster.chat_update(
-                channel=landing.channel_id, ts=landing.message_id, text=answer_line(ask)
+                channel=landing.channel_id,
+                ts=landing.message_id,
+                text=f"{words}\n\n{line}" if line else words,
+                blocks=ask_blocks(words, ask.id, buttons, context=line),
             )
         except Exception as exc:
             raise classify(exc, what="chat.update", posted=True) from exc

@@ -282,6 +282,17 @@ class Telemetry:
                 registry=r,
             )
         )
+        self._interactions = Children(
+            Counter(
+                "seatwire_slack_interactions",
+                "Signed Slack interactivity requests by payload type and what became of them: "
+                "clicked (an ask's button, then counted in seatwire_ask_answers), unknown_member "
+                "(the clicker is nobody in the org), ignored (a modal, a shortcut, another "
+                "app's button: answered 200, nothing changed)",
+                ["type", "result"],
+                registry=r,
+            )
+        )
         self._held = Children(
             Counter(
                 "seatwire_asks_held",
@@ -349,6 +360,9 @@ class Telemetry:
 
     def asks_held(self, seat_id: str) -> None:
         self._held(seat_id).inc()
+
+    def slack_interaction(self, kind: str, result: str) -> None:
+        self._interactions(kind, result).inc()
 
 
 _lock = threading.Lock()
