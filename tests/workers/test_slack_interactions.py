@@ -620,3 +620,17 @@ def test_the_rate_limit_knows_the_team_of_a_signed_click_only() -> None:
     )
     forged = {**headers, "X-Slack-Signature": "v0=" + "0" * 64}
     assert slack_interactions_source(Headers(forged), body, settings, NOW // 1000) is None
+
+
+def test_slack_sending_the_same_click_again_is_the_same_answer(rig: Rig) -> None:
+    """A retry carries the click's own action_ts: the answer stands once, with no late
+    answer written for it, and the seat hears of it once."""
+    ask, post = rig.ask(dict(BLOCKED_REPORT))
+    payload = click_payload(post, "seatwire_answer:done", "U0BEN", rig.replies.url)
+    assert rig.post(payload).status_code == 200
+    rig.clock.ms = NOW + 2_000
+    assert rig.post(payload).status_code == 200
+    stored = rig.stored(ask.id)
+    assert [e.event for e in stored.history].count("answered") == 1
+    assert "late_answer" not in [e.event for e in stored.history]
+    assert len(rig.inbox()) == 1

@@ -136,7 +136,13 @@ async def answer_click(deps: IngressDeps, click: Click) -> Response:
     telemetry().slack_interaction("block_actions", "clicked")
     answers = Answers(deps.container, deps.celery)
     answer = AnswerIn(
-        click.verb, member, "slack_button", text="", consent_ttl_ms=click.consent_ttl_ms
+        click.verb,
+        member,
+        "slack_button",
+        text="",
+        consent_ttl_ms=click.consent_ttl_ms,
+        # Slack sending the same click again (a retry) is the same answer, not a late one.
+        key=f"slack:{click.action_ts}:{click.user_id}:{click.verb}" if click.action_ts else None,
     )
     now_ms = deps.clock_ms()
 

@@ -54,10 +54,22 @@ class Answers:
             if outcome.ask.answer is not None and outcome.ask.answer.answer == "declined":
                 self.judge_brake(ask.seat_id, now_ms=now_ms)
         if show and outcome.outcome in ("answered", "snoozed"):
-            self.show(outcome.ask)
-            if got.root is not None and got.root.id != outcome.ask.id:
-                self.show(got.root)
+            self.show_everywhere(got.root or outcome.ask, also=ask_id)
         return got
+
+    def show_everywhere(self, ask: Ask, *, also: str | None = None) -> None:
+        """The seat's ask on its message, and every message of its escalations (an answer
+        closed them), and the message answered (`also`, an escalation's own) when it is
+        another."""
+        self.show(ask)
+        shown = {ask.id}
+        for other in self.asks.escalations_of(ask.id) if ask.escalates is None else ():
+            shown.add(other.id)
+            self.show(other)
+        if also is not None and also not in shown:
+            answered = self.asks.get(also)
+            if answered is not None:
+                self.show(answered)
 
     def show(self, ask: Ask) -> bool:
         """The ask's answer on its message, where the adapter can change one; a failure is
