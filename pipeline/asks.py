@@ -71,6 +71,26 @@ BRAKE_BAD = 3
 Rung = Literal["target_supervisor", "seat_supervisor", "seat_operator"]
 
 
+def when(ms: int | None) -> str:
+    """An epoch-ms time as people read it, in UTC, to the second: `2026-12-06 09:30:00 UTC`.
+    Computed here (days to a civil date, Hinnant's algorithm) because this layer has no
+    clock module at all: the time is passed in."""
+    if ms is None:
+        return "never"
+    days, rest = divmod(ms // 1000, 86_400)
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1_460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (1 if month <= 2 else 0)
+    h, m, sec = rest // 3600, rest % 3600 // 60, rest % 60
+    return f"{year:04d}-{month:02d}-{day:02d} {h:02d}:{m:02d}:{sec:02d} UTC"
+
+
 def ask_id_for(dedupe_key: str, attempt: int) -> str:
     """One ask per dedupe key and attempt: the same decision sent again is the same ask."""
     return f"ask-{dedupe_key}-{attempt}"
@@ -202,7 +222,7 @@ def landed(ask: Ask, landing: AskLanding, *, now_ms: int) -> Ask:
     deadline = now_ms + ask.timeout_ms
     return _with(
         ask,
-        (now_ms, "sent", "sent", f"{why}; it times out at {deadline} ms", None),
+        (now_ms, "sent", "sent", f"{why}; it times out at {when(deadline)}", None),
         landing=landing,
         state="open",
         deadline_ms=deadline,
@@ -278,7 +298,7 @@ def answer_ask(
             why = f"the answer {first.answer} by {first.by} ({a.key}) was already recorded"
             return AnswerOutcome(outcome="answered", reason_code=first.answer, why=why, ask=ask)
         why = (
-            f"{a.by}'s {a.verb} came after {first.by}'s {first.answer} at {first.at_ms} ms: "
+            f"{a.by}'s {a.verb} came after {first.by}'s {first.answer} at {when(first.at_ms)}: "
             "the first answer stands"
         )
         late = _with(ask, (now_ms, "late_answer", "late_answer", why, a.by))
@@ -298,7 +318,7 @@ def answer_ask(
             return refused(
                 "snooze_too_long", f"a snooze lasts at most {MAX_SNOOZE_MS // DAY_MS} days"
             )
-        why = f"{a.by} snoozed it until {until} ms"
+        why = f"{a.by} snoozed it until {when(until)}"
         snoozed = _with(
             ask,
             (now_ms, "snoozed", "snoozed", why, a.by),
@@ -381,7 +401,7 @@ def answered_item(outcome: AnswerOutcome, *, root: Ask | None = None) -> InboxIt
         surface="ask",
         reason="ask_answered",
         why=f"{note.by} answered your ask {ask.id} about {ask.work_id}: {note.answer}"
-        + (f" (until {note.snooze_until_ms} ms)" if note.snooze_until_ms else "")
+        + (f" (until {when(note.snooze_until_ms)})" if note.snooze_until_ms else "")
         + f"; read it with get_ask ask_id={ask.id}",
         at_ms=note.at_ms,
         candidate=Candidate(
@@ -497,7 +517,7 @@ class Due:
 def _asked_line(ask: Ask) -> str:
     names = ", ".join(ask.asked_ids()) or "nobody"
     since = ask.landing.at_ms if ask.landing else ask.created_at_ms
-    return f"asked {names} at {since} ms"
+    return f"asked {names} at {when(since)}"
 
 
 def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
@@ -516,7 +536,7 @@ def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
         own = ask.escalates is None
         deadline = now_ms + ask.timeout_ms if own else None
         why = (
-            f"the snooze ended; it times out again at {deadline} ms"
+            f"the snooze ended; it times out again at {when(deadline)}"
             if own
             else f"the snooze ended; the ask it escalates ({ask.escalates}) keeps the time"
         )
@@ -531,7 +551,7 @@ def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
     level = len(ask.escalations)
     target = next_rung(ask, ladder) if level < MAX_LEVEL else None
     if target is None:
-        why = f"{_asked_line(ask)}; no answer by {ask.deadline_ms} ms, and " + (
+        why = f"{_asked_line(ask)}; no answer by {when(ask.deadline_ms)}, and " + (
             f"it already went {level} rungs up (the top of the ladder)"
             if level >= MAX_LEVEL
             else "there is nobody above to ask (no supervisor or operator in the org file)"
@@ -545,7 +565,10 @@ def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
             deadline_ms=None,
         )
         return Due("expire", closed, why=why)
-    why = f"{_asked_line(ask)}; no answer by {ask.deadline_ms} ms: asking {target[0]} ({target[1]})"
+    why = (
+        f"{_asked_line(ask)}; no answer by {when(ask.deadline_ms)}: asking {target[0]} "
+        f"({target[1]})"
+    )
     return Due("escalate", ask, target=target, why=why)
 
 
@@ -574,7 +597,7 @@ def rung_landed(root: Ask, level: int, *, now_ms: int) -> Ask | None:
     deadline = now_ms + root.timeout_ms
     if deadline <= root.deadline_ms:
         return None
-    why = f"rung {level} reached {root.escalations[-1].target_id}; it times out at {deadline} ms"
+    why = f"rung {level} reached {root.escalations[-1].target_id}; it times out at {when(deadline)}"
     return _with(root, (now_ms, "sent", "sent", why, None), deadline_ms=deadline)
 
 
@@ -592,7 +615,7 @@ def escalation_report(ask: Ask, target_id: str, level: int, *, now_ms: int) -> W
     )[:500]
     summary = (
         f"Seat {ask.seat_id} asked {', '.join(ask.asked_ids())} ({ask.reason_code}) at "
-        f"{since} ms and nobody answered within {ask.timeout_ms // 60_000} min. "
+        f"{when(since)} and nobody answered within {ask.timeout_ms // 60_000} min. "
         f"This is rung {level} of {MAX_LEVEL} above the ask ({ask.id})."
     )
     scope = ask.scope or ask.work_id
@@ -687,8 +710,8 @@ def read_record(
                 return _nobody(
                     plan,
                     "consent_on_record",
-                    f"{c.by} approved this (consent {c.id}, ask {c.ask_id}) at {c.at_ms} ms; it "
-                    f"holds until {c.expires_at_ms} ms",
+                    f"{c.by} approved this (consent {c.id}, ask {c.ask_id}) at {when(c.at_ms)}; it "
+                    f"holds until {when(c.expires_at_ms)}",
                 )
         for d in view.declines:
             if (
@@ -699,7 +722,7 @@ def read_record(
                 return _nobody(
                     plan,
                     "declined_on_record",
-                    f"{d.by} declined this (ask {d.ask_id}) at {d.at_ms} ms, for revision "
+                    f"{d.by} declined this (ask {d.ask_id}) at {when(d.at_ms)}, for revision "
                     f"{d.revision} of the work; it is not asked again until the work changes",
                 )
     latest = view.latest
@@ -709,20 +732,20 @@ def read_record(
             return _nobody(
                 plan,
                 "already_answered",
-                f"{a.by} answered this ask ({latest.id}) {a.answer} at {a.at_ms} ms; the same "
+                f"{a.by} answered this ask ({latest.id}) {a.answer} at {when(a.at_ms)}; the same "
                 "ask is not asked again unless the seat reports something new",
             )
         if latest.state == "snoozed" and (latest.snooze_until_ms or 0) > now_ms:
             return _nobody(
                 plan,
                 "snoozed",
-                f"ask {latest.id} is snoozed until {latest.snooze_until_ms} ms",
+                f"ask {latest.id} is snoozed until {when(latest.snooze_until_ms)}",
             )
         if latest.is_open and not escalation and revision <= latest.revision:
             # The same ask still waits: past the re-engage window too, asking again would
             # repeat it; its timeout escalates it instead. Written as the guardrail's
             # `already_engaged`, which it is.
-            due = f"; it times out at {latest.deadline_ms} ms" if latest.deadline_ms else ""
+            due = f"; it times out at {when(latest.deadline_ms)}" if latest.deadline_ms else ""
             detail = (
                 f"ask {latest.id} ({latest.state}) is still waiting for its answer{due}: "
                 "asking again would repeat it, and its timeout escalates it instead"
@@ -733,7 +756,7 @@ def read_record(
         return _nobody(
             plan,
             "asks_held",
-            f"seat {b.seat_id}'s asks are held since {b.since_ms} ms: {b.why}; an operator "
+            f"seat {b.seat_id}'s asks are held since {when(b.since_ms)}: {b.why}; an operator "
             "lifts the hold",
         )
     return plan
@@ -751,7 +774,7 @@ def rung_moot(plan: EngagementDecision, root: Ask | None, ask_id: str) -> Engage
         return _nobody(
             plan,
             "already_answered",
-            f"{a.by} answered ask {root.id} {a.answer} at {a.at_ms} ms: nobody needs asking "
+            f"{a.by} answered ask {root.id} {a.answer} at {when(a.at_ms)}: nobody needs asking "
             "one rung up",
         )
     if not root.is_open:

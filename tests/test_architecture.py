@@ -271,6 +271,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.controller_demo",
             "workers.token_cli",
             "workers.tools_demo",
+            "workers.asks_demo",
             "workers.demo_view",
             "workers.ops_cli",
             "workers.healthcheck",

@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from rich.console import Console
 
 from pipeline.signatures import github_headers, slack_headers
+from workers.asks_demo import DEMO_REVIEW_TIMEOUT_MS, run_asks_demo
 from workers.clock import now_ms
 from workers.container import Container
 from workers.controller_demo import run_controller_demo
@@ -177,6 +178,15 @@ def collect_demo(settings: Settings, view: View) -> DemoReport:
             "org_file": org_copy,
             # The controller part ticks by hand, step by step: no tick of its own meanwhile.
             "controller_interval_s": 3600.0,
+            # The answers part runs the asks tick by hand, after its review's shortened timeout.
+            "asks_interval_s": 3600.0,
+            "ask_timeouts": {**settings.ask_timeouts, "mandatory_review": DEMO_REVIEW_TIMEOUT_MS},
+            # The demo puts hours of a seat's asks into a minute: scout's escalation there
+            # would otherwise meet the hourly cap its earlier asks filled. No case of the
+            # scenario depends on that cap.
+            "limits": settings.limits.model_copy(
+                update={"per_seat_per_hour": max(settings.limits.per_seat_per_hour, 30)}
+            ),
             "slack_signing_secret": SecretStr(settings.slack_secret() or EMBEDDED_SLACK_SECRET),
             "github_webhook_secret": SecretStr(settings.github_secret() or EMBEDDED_GITHUB_SECRET),
         }
@@ -230,6 +240,18 @@ def collect_demo(settings: Settings, view: View) -> DemoReport:
                 )
             )
             done(run_tools_demo(base, http, container, headers_for=seat_tokens.headers))
+            done(
+                run_asks_demo(
+                    http,
+                    container,
+                    app,
+                    slack_secret=settings.slack_secret() or EMBEDDED_SLACK_SECRET,
+                    suffix=suffix or f"-{int(time.time())}",
+                    wait_final=_wait_final,
+                    wait_resolved=_wait_resolved,
+                    seat_headers=seat_tokens.headers,
+                )
+            )
     finally:
         seat_tokens.revoke()
         system.stop()

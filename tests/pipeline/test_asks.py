@@ -29,6 +29,7 @@ from pipeline.asks import (
     on_due,
     read_record,
     send_ended,
+    when,
     withdrawn,
 )
 
@@ -335,3 +336,11 @@ def test_the_same_event_delivered_again_is_the_same_answer_not_a_late_one() -> N
         first.ask, AnswerIn("done", "ben", "slack_thread", key="ev-2"), now_ms=NOW + 99
     )
     assert other.outcome == "late_answer"
+
+
+@given(st.integers(min_value=0, max_value=253_402_300_799_000))
+def test_when_reads_an_epoch_time_as_the_calendar_does(ms: int) -> None:
+    import datetime as dt
+
+    expected = dt.datetime.fromtimestamp(ms // 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert when(ms) == expected

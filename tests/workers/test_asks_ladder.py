@@ -25,7 +25,7 @@ from contracts.asks import Ask
 from contracts.inbound import Candidate
 from contracts.messages import DecisionEnvelope, InboundEnvelope, ReservedEnvelope, WorkEnvelope
 from contracts.send_gate import QuietHours
-from pipeline.asks import AnswerIn, brake_report_id
+from pipeline.asks import AnswerIn, brake_report_id, when
 from pipeline.normalise.github import normalise_github
 from pipeline.normalise.slack import normalise_slack
 from tests.fakes import BLOCKED_REPORT, Clock, FakeOutbound, stages_on
@@ -323,7 +323,7 @@ def test_an_unanswered_ask_goes_up_two_rungs_then_expires_never_looping(w: World
     d = decided.decision
     assert d.reason_code == "ask_unanswered"
     assert [t.member_id for t in d.targets] == ["ava"]
-    assert "ben" in (d.reason or "") and f"at {NOW} ms" in (d.reason or "")
+    assert "ben" in (d.reason or "") and f"at {when(NOW)}" in (d.reason or "")
     assert w.through(decided) == "engaged"
     assert [t.member_id for t in w.outbound.applied[-1].targets] == ["ava"]
     root = w.get(ask.id)

@@ -63,6 +63,21 @@ class AsksTickReport:
     failed: list[str] = field(default_factory=list)
     trimmed: int | None = None  # index entries dropped, when this tick trimmed
 
+    def summary(self) -> str:
+        """What the tick did, in words: `2 escalated, 1 woke` (or `nothing due`)."""
+        parts = [
+            f"{len(ids)} {name}"
+            for name, ids in (
+                ("escalated", self.escalated),
+                ("woke", self.woke),
+                ("expired", self.expired),
+                ("settled", self.settled),
+                ("failed", self.failed),
+            )
+            if ids
+        ]
+        return ", ".join(parts) or "nothing due"
+
 
 @dataclass
 class AsksTick:
