@@ -4,7 +4,7 @@ what it must end as:
     a consent, approved by ben's signed Slack click     answered: approved; scout's inbox
                                                         holds an `ask_answered` item
     a blocked ask, answered in its Slack thread         answered: replied, with ben's words
-    a review nobody answers (its timeout shortened      asked one rung up: ava, reason code
+    a review nobody answers (its timeout shortened      asked one rung up: emil, reason code
     to a few seconds for the demo)                      `ask_unanswered`
     the consent's work reported again                   nobody engaged: `consent_on_record`
 
@@ -59,13 +59,13 @@ def _report(kind: str, suffix: str, revision: int = 1) -> dict[str, Any]:
             "selfServeExhausted": True,
         }
     return {
-        "id": f"demo-rotate-keys{suffix}",
-        "title": "Rotate the payment API keys",
+        "id": f"demo-checkout-contrast{suffix}",
+        "title": "Raise the checkout button's contrast",
         "review": {
             "required": True,
-            "kind": "security",
-            "scope": "security review",
-            "reviewerId": "chloe",
+            "kind": "accessibility",
+            "scope": "design systems and accessibility",
+            "reviewerId": "jo",
         },
     }
 
@@ -221,8 +221,9 @@ def run_asks_demo(
         Case(
             "a consent, approved by ben's signed Slack click",
             (
+                Field("outcome", "outcome", _said(clicked)),
+                Field("reasonCode", "answer", answer.answer if answer else "-"),
                 Field("ask", "ask", consent_id or "none"),
-                Field("state", "state", _said(clicked)),
                 Field(
                     "consent",
                     "consent on record",
@@ -254,14 +255,15 @@ def run_asks_demo(
         Case(
             "a blocked ask, answered in its Slack thread",
             (
+                Field("outcome", "outcome", _said(replied)),
+                Field("reasonCode", "answer", answer.answer if answer else "-"),
                 Field("ask", "ask", blocked_id or "none"),
                 Field(
                     "thread",
                     "thread",
                     f"{where.channel_id} {where.thread_root_id}" if where else "none",
                 ),
-                Field("state", "state", _said(replied)),
-                Field("text", "answer", answer.text if answer else "none"),
+                Field("text", "words", answer.text if answer else "none"),
             ),
             Check(ok, "answered: replied, with ben's words"),
             subject=SEAT,
@@ -282,24 +284,24 @@ def run_asks_demo(
     targets = [t["memberId"] for t in decided.get("targets", ())]
     ok = bool(
         step
-        and step.target_id == "ava"
+        and step.target_id == "emil"
         and up.get("state") == "engaged"
         and decided.get("reasonCode") == "ask_unanswered"
-        and targets == ["ava"]
+        and targets == ["emil"]
     )
     cases.append(
         Case(
             "a review nobody answers, past its timeout",
             (
+                Field("outcome", "outcome", _said(climbed)),
+                Field("reasonCode", "reason code", decided.get("reasonCode") or "-"),
                 Field("ask", "ask", review_id or "none"),
-                Field("asked", "asked", "chloe (the reviewer it names)"),
+                Field("asked", "asked", "jo (the reviewer it names)"),
                 Field("timeout", "timeout", f"{DEMO_REVIEW_TIMEOUT_MS // 1000} s (shortened)"),
-                Field("state", "state", _said(climbed)),
-                Field("reasonCode", "escalation", decided.get("reasonCode") or "-"),
                 Field("targets", "asked next", tuple(targets) or ("nobody",)),
                 Field("tick", "the asks tick", tick.summary()),
             ),
-            Check(ok, "escalated to ava (chloe's supervisor), reason code ask_unanswered"),
+            Check(ok, "escalated to emil (jo's supervisor), reason code ask_unanswered"),
             tuple(decided.get("why", ()))[-1:],
             subject=SEAT,
         )

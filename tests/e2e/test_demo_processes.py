@@ -38,11 +38,12 @@ def test_demo_json_is_one_document_and_nothing_else(tmp_path: Path) -> None:
         "steward",
         "controller",
         "tools",
+        "asks",
     ]
     cases = [c for s in doc["sections"] for c in s["cases"]]
-    assert len(cases) == doc["summary"]["cases"] == 34
+    assert len(cases) == doc["summary"]["cases"] == 38
     assert all(c["check"]["ok"] for c in cases)
-    assert doc["summary"]["checks"] == {"passed": 35, "total": 35}
+    assert doc["summary"]["checks"] == {"passed": 39, "total": 39}
     assert doc["summary"]["exitCode"] == 0
     assert doc["summary"]["counts"]["work"]["engaged"] == 5
     assert "[" not in doc["sections"][0]["title"]  # no rich markup in the words

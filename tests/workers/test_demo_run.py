@@ -49,10 +49,18 @@ def blocks(text: str) -> list[str]:
 def test_every_case_of_every_part_ends_as_expected(run: tuple[DemoReport, Path]) -> None:
     """No configuration: every check passes, and the outbox holds the scenario's five asks,
     then the steward's two (Ava's HANDOFF, Gus's escalation), then relay's escalation to
-    its operator, verdict first."""
+    its operator, verdict first; then the answers part's three asks and its escalation (the
+    scenario's review, unanswered past the shortened timeout too, may climb as well)."""
     report, outbox = run
     assert report.exit_code == 0
-    assert [s.key for s in report.sections] == ["work", "inbound", "steward", "controller", "tools"]
+    assert [s.key for s in report.sections] == [
+        "work",
+        "inbound",
+        "steward",
+        "controller",
+        "tools",
+        "asks",
+    ]
     assert all(check.ok for check in report.checks)
     work = report.sections[0]
     assert [c.value("reasonCode") for c in work.cases] == [
@@ -68,10 +76,13 @@ def test_every_case_of_every_part_ends_as_expected(run: tuple[DemoReport, Path])
         "already_engaged",
     ]
     lines = [json.loads(x) for x in outbox.open()]
-    assert len(lines) == 8
     assert sorted(x["memberIds"] for x in lines[5:7]) == [["ava"], ["gus"]]
     assert (lines[7]["seatId"], lines[7]["memberIds"]) == ("relay", ["ava"])
     assert lines[7]["body"].startswith("**3× in a row, identically — retries are not fixing it")
+    answers = [x for x in lines[8:] if x["workId"].startswith("demo-")]
+    assert [x["memberIds"] for x in answers] == [["ben"], ["ben"], ["jo"]]
+    up = [x for x in lines[8:] if x["reasonCode"] == "ask_unanswered"]
+    assert ["emil"] in [x["memberIds"] for x in up]
 
 
 def test_piped_at_80_columns_every_outcome_and_reason_code_is_whole(
@@ -86,7 +97,7 @@ def test_piped_at_80_columns_every_outcome_and_reason_code_is_whole(
     assert 'prints "as expected", or "NOT as expected"' in text
     found = blocks(text)
     cases = [(s.key, c) for s in report.sections for c in s.cases]
-    assert len(found) == len(cases) == 34
+    assert len(found) == len(cases) == 38
     for block, (part, case) in zip(found, cases, strict=True):
         rows = block.splitlines()
         assert " ".join(case.heading.split()) in " ".join(block.split()), case.heading
@@ -111,7 +122,7 @@ def test_the_summary_counts_every_part_and_says_what_to_try_next(text: str) -> N
         "seat, 2 skipped, 1 duplicate",
         "goal steward: 4 objectives: 3 candidates admitted and 7 rejected over two runs",
         "work controller: 3 seats, by reason code: scout notices, tally idle, relay failure_limit",
-        "checks: 35 of 35 as expected; the demo exits with status 0",
+        "checks: 39 of 39 as expected; the demo exits with status 0",
         "Next, try: uv run seatwire demo --json",
         "uv run seatwire up",
     ):
@@ -141,5 +152,5 @@ def test_the_json_view_agrees_with_the_text_view(run: tuple[DemoReport, Path], t
         assert said.endswith(f"check: {case['check']['words']}")
     for line in doc["summary"]["lines"].values():
         assert " ".join(line.split()) in flat
-    assert doc["summary"]["checks"] == {"passed": 35, "total": 35}
+    assert doc["summary"]["checks"] == {"passed": 39, "total": 39}
     assert doc["summary"]["exitCode"] == 0
