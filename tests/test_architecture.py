@@ -273,6 +273,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.tools_demo",
             "workers.demo_view",
             "workers.ops_cli",
+            "workers.asks_cli",
             "workers.healthcheck",
         ),
     ),

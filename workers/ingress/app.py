@@ -5,7 +5,8 @@ journalled AND enqueued (accept.py).
 Where each concern lives:
 
 - routes: v1.py (`/v1`, each router behind the bearer-token dependency of its role, a
-  seat's or the operator's), slack.py and github.py (plain Starlette routes), ops.py
+  seat's or the operator's), asks.py (the ask record; its answer route also takes an answer
+  link), slack.py and github.py (plain Starlette routes), ops.py
   (`/healthz`, `/readyz`; `/metrics`, an operator's token), mcp.py (`/mcp`, the tools
   over MCP's streamable HTTP, a seat's token; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it; FastAPI's refusal
@@ -40,6 +41,7 @@ from contracts.api import ProviderReceipt, SlackChallenge
 from workers.clock import now_ms
 from workers.container import Container
 from workers.ingress import (
+    asks,
     backlog,
     costs,
     decisions,
@@ -65,9 +67,11 @@ from workers.ingress.http import (
 from workers.ingress.mcp import McpEndpoint
 from workers.ingress.metrics import (
     CLUSTER_BUDGET_S,
+    AskFigureFamilies,
     ClusterFigures,
     RequestMetrics,
     RouteLabels,
+    ask_reader,
     cluster_reader,
 )
 from workers.ingress.ops import router as ops_router
@@ -82,6 +86,7 @@ __all__ = ["create_ingress", "tracking_id_for"]
 METERED: RouteLabels = {
     ("POST", v1.post_work): "work",
     ("POST", v1.post_event): "events",
+    ("POST", asks.post_answer): "ask_answer",
     ("POST", slack_events): "slack",
     ("POST", github_events): "github",
 }
@@ -132,6 +137,9 @@ def create_ingress(
     deps.metrics.registry.register(
         ClusterFigures(cluster_reader(container, app, clock_ms), budget_s=CLUSTER_BUDGET_S)
     )
+    deps.metrics.registry.register(
+        AskFigureFamilies(ask_reader(container, clock_ms), budget_s=CLUSTER_BUDGET_S)
+    )
     api = IngressApp(
         title="Seatwire",
         version="0.1.0",
@@ -172,6 +180,8 @@ def create_ingress(
     api.include_router(tools.router)
     api.include_router(decisions.router)
     api.include_router(project.router)
+    api.include_router(asks.router)
+    api.include_router(asks.answer_router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])
     api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: POST (405 to the rest)
