@@ -350,6 +350,10 @@ def test_the_links_page_offers_its_answers_and_posts_them_as_a_form(world: World
     url = f"/v1/asks/{ask.id}/answer"
     page = w.client.get(url, params={"token": token}, headers=HTML)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    # The token is in the page's URL: never cached, never a Referer, never framed.
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     for label in ("Approve", "Decline", "Snooze 2 h"):
         assert f">{label}</button>" in page.text
     assert 'name=by value="ben"' in page.text and "billing database" in page.text
@@ -412,6 +416,36 @@ def test_the_send_stage_puts_a_working_link_on_a_webhook_ask(
     )
     assert got.status_code == 200, got.text
     assert got.json()["ask"]["answer"]["via"] == "link"
+
+
+def test_a_links_answers_share_its_asks_rate_limit(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """With the per-source rate limit on, a link's POSTs are its ask's source (a burst of
+    one: the second is 429 before the route); a forged link spends no budget (401)."""
+    settings = Settings(
+        redis_url=redis_url,
+        api_token=TOKEN,
+        outbox_path=tmp_path / "o.jsonl",
+        answer_link_secret=SECRET,
+        ingress_rate_per_s=0.001,
+        ingress_rate_burst=1,
+    )
+    app = create_app(settings, register=False)
+    container = bootstrap.build_container(settings, app=app)
+    links = AnswerLinks.of(settings)
+    assert links is not None
+    ask = make_ask(container.asks, now_ms=NOW)
+    url = f"/v1/asks/{ask.id}/answer"
+    with TestClient(create_ingress(container, app, clock_ms=Clock(NOW))) as client:
+        for _ in range(2):
+            forged = client.post(url, params={"token": "x.y"}, json={"answer": "done", "by": "ben"})
+            assert (forged.status_code, forged.json()["error"]) == (401, "invalid_link")
+        params = {"token": links.token_for(ask)}
+        first = client.post(url, params=params, json={"answer": "done", "by": "ben"})
+        assert first.status_code == 200, first.text
+        second = client.post(url, params=params, json={"answer": "done", "by": "ben"})
+        assert (second.status_code, second.json()["error"]) == (429, "rate_limited")
 
 
 # ------------------------------------------------------------------ two answers racing

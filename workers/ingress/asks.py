@@ -506,6 +506,15 @@ STYLE = (
     "button{font-size:1em;margin:.25em .5em .25em 0;padding:.4em 1em}"
     "textarea{width:100%}"
 )
+# The page carries its link's token in its URL: it is never cached, never sent on as a
+# Referer, never framed by another site (a click it did not mean), and loads nothing.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "form-action 'self'; frame-ancestors 'none'",
+}
 # The answers a page offers, by the ask's trigger (what Slack's buttons offer too).
 BUTTONS: dict[str, tuple[tuple[str, str], ...]] = {
     "irreversible_or_external": (
@@ -534,7 +543,7 @@ def page(status: int, title: str, body_html: str) -> HTMLResponse:
         f"<title>{e(title)} - Seatwire</title><style>{STYLE}</style></head>"
         f"<body><h1>{e(title)}</h1>{body_html}</body></html>"
     )
-    return HTMLResponse(document, status_code=status, headers={"Cache-Control": "no-store"})
+    return HTMLResponse(document, status_code=status, headers=PAGE_HEADERS)
 
 
 def ask_html(ask: Ask) -> str:
