@@ -52,7 +52,7 @@ def make_ask(
         scope=scope,
         risk_kinds=("irreversible",) if trigger == CONSENT else (),
     )
-    _new, stored = store.create(ask)
+    stored = store.create(ask)[1]  # (new?, the stored ask, ...)
     if not sent:
         return stored
     landing = AskLanding(

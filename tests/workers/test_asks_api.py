@@ -21,12 +21,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from contracts import EngagementDecision, WorkReport
-from contracts.asks import Ask, AskBrake
+from contracts.asks import Ask, AskBrake, AskLanding
 from contracts.engagement import Target
 from contracts.inbound import InboxItem
 from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
 from pipeline.answer_links import link_expiry, sign
-from pipeline.asks import HOUR_MS, AnswerIn, new_ask, send_ended
+from pipeline.asks import HOUR_MS, AnswerIn, landed, new_ask, send_ended
 from tests.ask_records import CONSENT, REVIEW, make_ask
 from tests.auth import bearer, seat_token
 from tests.fakes import BLOCKED_REPORT, Clock, FakeOutbound, stages_on
@@ -222,6 +222,34 @@ def test_an_operator_answer_is_recorded_once_and_the_seat_hears_it(world: World)
     assert after is not None and after.answer == stored.answer and after.state == "answered"
     assert after.history[-1].event == "late_answer"  # recorded, changing nothing else
     assert inbox(w) == [item]
+
+
+def test_an_answer_on_an_escalation_answers_the_seats_ask_and_shows_on_both(
+    world: World,
+) -> None:
+    w = world
+    root = make_ask(w.asks, key="k-root", now_ms=NOW)
+    up = new_ask(
+        _decision_of(root, "ava"),
+        seat_id="scout",
+        tracking_id="wr-up-1",
+        attempt=1,
+        now_ms=NOW + HOUR_MS,
+        timeouts={},
+        escalates=root.id,
+        level=1,
+    )
+    w.asks.create(up)
+    where = AskLanding(adapter="webhook", channel_id="webhook", message_id="m-up", at_ms=NOW)
+    w.asks.update(up.id, lambda a: landed(a, where, now_ms=NOW + HOUR_MS))
+    got = answer(w, up.id, {"answer": "done", "by": "ava"})
+    assert got.status_code == 200, got.text
+    assert got.json()["ask"]["id"] == root.id  # the seat's own ask is what was answered
+    stored_root, stored_up = w.asks.get(root.id), w.asks.get(up.id)
+    assert stored_root is not None and stored_root.state == "answered"
+    assert stored_up is not None and stored_up.state == "answered"
+    assert [a.id for a in w.outbound.shown] == [root.id, up.id]
+    assert [(i.ask.ask_id, i.ask.by) for i in inbox(w) if i.ask] == [(root.id, "ava")]
 
 
 def test_a_snooze_is_an_answer_that_waits(world: World) -> None:

@@ -341,13 +341,22 @@ def outcome_answer(got: Answered) -> Response:
     return problem(status, out.reason_code, out.why, outcome="refused", ask=ask)
 
 
-def show_all(answering: Answers, got: Answered) -> None:
-    """The answer on the message(s) it answers, after the reply went out."""
+def show_all(answering: Answers, got: Answered, ask_id: str) -> None:
+    """After the reply went out: the answer on the seat's ask's message, on every message of
+    its escalations (the answer closed them), and on the message answered (`ask_id`, an
+    escalation's own) when that is another."""
     if got.outcome.outcome not in ("answered", "snoozed"):
         return
-    answering.show(got.outcome.ask)
-    if got.root is not None and got.root.id != got.outcome.ask.id:
-        answering.show(got.root)
+    ask = got.root or got.outcome.ask
+    answering.show(ask)
+    shown = {ask.id}
+    for other in answering.asks.escalations_of(ask.id) if ask.escalates is None else ():
+        shown.add(other.id)
+        answering.show(other)
+    if ask_id not in shown:
+        answered = answering.asks.get(ask_id)
+        if answered is not None:
+            answering.show(answered)
 
 
 def wants_html(request: Request) -> bool:
@@ -394,7 +403,7 @@ async def _answer(
     except AskContended as exc:
         return problem(503, "busy", f"{exc}: try again")
     answered = outcome_answer(got)
-    answered.background = BackgroundTask(show_all, answering, got)
+    answered.background = BackgroundTask(show_all, answering, got, ask_id)
     return answered
 
 
