@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts._base import Wire
+from contracts.asks import Ask
 
 
 class WorkerSeen(Wire):
@@ -50,7 +51,8 @@ class WorkSend(Wire):
 
 
 class WorkStatus(Wire):
-    """Where one reported piece of work stands: its journal state, decision and send."""
+    """Where one reported piece of work stands: its journal state, decision and send, and
+    the asks of its work (newest first), each with its state and answer."""
 
     tracking_id: str
     state: str | None
@@ -60,3 +62,4 @@ class WorkStatus(Wire):
     send: WorkSend | None = None
     failed_stage: str | None = None
     error: str | None = None
+    asks: tuple[Ask, ...] = ()

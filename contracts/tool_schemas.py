@@ -4,6 +4,10 @@
 The tool names and their `inputSchema` objects are the seed's, key for key (a client generated
 against the seed's tools works here unchanged). The descriptions a client reads are Seatwire's
 own, in `workers/tools/`.
+
+Beyond the seed's fifteen, Seatwire serves tools of its own (`EXTRA_TOOL_NAMES`: a seat's
+asks, issue 26), listed after them; `SERVED_TOOL_NAMES` and `SERVED_INPUT_SCHEMAS` are both
+together, in the order `tools/list` answers. The seed's own stay exactly as the seed has them.
 """
 
 from __future__ import annotations
@@ -248,5 +252,53 @@ INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
     },
 }
 
-# Every tool of the seed runs to completion in its call: none is an MCP task.
+# A seat's asks (issue 26): what became of what it asked, and the answers.
+ASK_STATES: Final[tuple[str, ...]] = (
+    "open",
+    "pending",
+    "snoozed",
+    "escalated",
+    "answered",
+    "closed",
+)
+EXTRA_TOOL_NAMES: Final[tuple[str, ...]] = ("list_asks", "get_ask")
+EXTRA_INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
+    "list_asks": {
+        "type": "object",
+        "properties": {
+            "state": {
+                "description": "Only asks in this state; `open` is every ask still waiting "
+                "(pending, open, snoozed or escalated).",
+                "type": "string",
+                "enum": list(ASK_STATES),
+            },
+            "cursor": {
+                "description": "The `next` value from the previous page.",
+                "type": "string",
+                "maxLength": 1000,
+            },
+        },
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    },
+    "get_ask": {
+        "type": "object",
+        "properties": {
+            "ask_id": {
+                "description": "The id of one of your asks (`askId` of an ask_answered update, "
+                "or `id` from list_asks).",
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 500,
+            }
+        },
+        "required": ["ask_id"],
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    },
+}
+
+SERVED_TOOL_NAMES: Final[tuple[str, ...]] = (*TOOL_NAMES, *EXTRA_TOOL_NAMES)
+SERVED_INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {**INPUT_SCHEMAS, **EXTRA_INPUT_SCHEMAS}
+
+# Every tool (the seed's and Seatwire's own) runs to completion in its call: none is an MCP
+# task.
 EXECUTION: Final[dict[str, Any]] = {"taskSupport": "forbidden"}

@@ -171,6 +171,15 @@ class DecideDirection(ToolInput):
     reason: Annotated[StrictStr, Field(min_length=1, max_length=500)]
 
 
+class ListAsks(ToolInput):
+    state: Literal["open", "pending", "snoozed", "escalated", "answered", "closed"] | None = None
+    cursor: Cursor | None = None
+
+
+class GetAsk(ToolInput):
+    ask_id: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+
+
 TOOL_INPUTS: dict[str, type[BaseModel]] = {
     "get_project": GetProject,
     "find_work": FindWork,
@@ -188,3 +197,10 @@ TOOL_INPUTS: dict[str, type[BaseModel]] = {
     "list_decisions": ListDecisions,
     "decide_direction": DecideDirection,
 }
+
+# Seatwire's own tools beyond the seed's (contracts/tool_schemas.py EXTRA_TOOL_NAMES).
+EXTRA_TOOL_INPUTS: dict[str, type[BaseModel]] = {
+    "list_asks": ListAsks,
+    "get_ask": GetAsk,
+}
+SERVED_TOOL_INPUTS: dict[str, type[BaseModel]] = {**TOOL_INPUTS, **EXTRA_TOOL_INPUTS}

@@ -274,6 +274,7 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.asks_demo",
             "workers.demo_view",
             "workers.ops_cli",
+            "workers.asks_cli",
             "workers.healthcheck",
         ),
     ),

@@ -1,5 +1,5 @@
 """The `seatwire` command: up, demo, worker, ingress, beat (and beat status), dlq, steward,
-objectives, seat and seats, token, mcp, schema."""
+objectives, seat and seats, token, asks, ask and consents, mcp, schema."""
 
 from __future__ import annotations
 
@@ -551,6 +551,15 @@ def _ops_commands() -> None:
 
 
 _ops_commands()
+
+
+def _asks_commands() -> None:
+    from workers.asks_cli import register
+
+    register(cli)
+
+
+_asks_commands()
 
 
 def _mcp_command() -> None:

@@ -4,9 +4,11 @@
                                           failed), parked messages, the workers that answer,
                                           beat's leader, each beat tick's last finish
     seatwire ledger [--seat S] [--work-id W] [--limit N] [--json]
-                                          ledger rows, newest first
+                                          ledger rows, newest first (an engagement with
+                                          its ask's standing: its answer, or when it is due)
     seatwire trace DELIVERY_ID [--json]   everything decided about one inbound event
-    seatwire work TRACKING_ID [--json]    where one reported piece of work stands
+    seatwire work TRACKING_ID [--json]    where one reported piece of work stands, with the
+                                          asks of its work and their answers
 
 They read the workers' Redis (SEATWIRE_REDIS_URL), as `seatwire seat` does, and print the
 same JSON the API's routes answer (`GET /v1/ledger`, `/v1/trace/...`, `/v1/work/...`).
@@ -22,10 +24,13 @@ from typing import Annotated, Any
 
 import typer
 
+from contracts.asks import Ask
 from contracts.engagement import EngagementDecision
 from contracts.guardrails import LedgerRow
 from contracts.inbound import Trace
 from contracts.ops import ClusterStatus, WorkStatus
+from pipeline.asks import ask_id_for
+from workers.asks_cli import where_it_stands
 from workers.clock import now_ms
 from workers.container import Container
 from workers.settings import masked
@@ -135,6 +140,18 @@ def row_line(row: LedgerRow) -> str:
     )
 
 
+def row_ask_id(row: LedgerRow) -> str | None:
+    """The ask an engaging row's send recorded (its dedupe key and attempt name it)."""
+    if not row.engaged or not row.dedupe_key or row.attempt is None:
+        return None
+    return ask_id_for(row.dedupe_key, row.attempt)
+
+
+def ask_line(ask: Ask) -> str:
+    """An ask under the row or decision it came from: its id and its standing."""
+    return f"    ask {ask.id}: {where_it_stands(ask)}"
+
+
 def ledger(
     seat: Annotated[
         str | None, typer.Option(help="only this seat's rows (member id or alias)")
@@ -158,8 +175,13 @@ def ledger(
     if not rows:
         typer.echo("no ledger rows" + (" for that filter" if seat or work_id else " yet"))
         return
+    ids = [i for i in (row_ask_id(r) for r in rows) if i is not None]
+    found = {a.id: a for a in c.asks.many(list(dict.fromkeys(ids)))}
     for row in rows:
         typer.echo(row_line(row))
+        ask = found.get(row_ask_id(row) or "")
+        if ask is not None:
+            typer.echo(ask_line(ask))
 
 
 def trace_lines(t: Trace) -> list[str]:
@@ -220,6 +242,9 @@ def work_lines(w: WorkStatus) -> list[str]:
         )
     if w.failed_stage or w.error:
         lines.append(f"  failed       {w.failed_stage or '-'}: {w.error or '-'}")
+    if w.asks:
+        lines.append(f"  asks         {len(w.asks)} of this work, newest first")
+        lines += [ask_line(a) for a in w.asks]
     return lines
 
 

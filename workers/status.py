@@ -1,5 +1,6 @@
 """Read what an operator asks of a running deployment, in one place for the CLI (`seatwire
-status`, `seatwire work`) and the ingress (its scrape-time metrics, `GET /v1/work/...`).
+status`, `seatwire work`) and the ingress (its scrape-time metrics, `GET /v1/work/...`),
+the ask record's figures included (`ask_figures`).
 
 Reads only: the queues' depths from the broker (through Celery's own connection, so a
 Redis, RabbitMQ or in-memory broker alike), the rest from the stores' Redis in one
@@ -14,11 +15,21 @@ from celery import Celery
 from kombu.exceptions import ChannelError
 
 from contracts.ops import ClusterStatus, WorkerSeen, WorkSend, WorkStatus
+from pipeline.ask_figures import AskFigures, bounded, figures
 from workers.container import Container
 from workers.queues import STAGES
 from workers.recovery.leader import status as leader_status
 from workers.stores import keys
+from workers.stores.scripts import text
 from workers.stores.ticks import Ticks
+
+# The ask figures' window: the asks created in the last week (every still-open ask besides),
+# at most the newest ASK_WINDOW of them and ASK_OPEN_CAP open ones read at a scrape.
+ASK_WINDOW_MS = 7 * 86_400_000
+ASK_WINDOW = 2_000
+ASK_OPEN_CAP = 5_000
+# How many of a work's asks `seatwire work` and GET /v1/work/... show, newest first.
+WORK_ASKS = 20
 
 # Every queue of the stage table, beat's own included, in table order.
 QUEUES: tuple[str, ...] = tuple(dict.fromkeys(s.queue.value for s in STAGES))
@@ -86,8 +97,29 @@ def cluster_status(
     )
 
 
+def ask_figures(container: Container, *, now_ms: int) -> AskFigures:
+    """Asks by state, and per seat and per person the concluded asks' unanswered and declined
+    counts (pipeline/ask_figures.py says what counts), their labels bounded to the org's
+    seats and members. Three round trips: the index reads, then the documents in one."""
+    r = container.redis
+    since = now_ms - ASK_WINDOW_MS
+    pipe = r.pipeline(transaction=False)
+    pipe.zrevrangebyscore(keys.ASKS_ALL, "+inf", since, 0, ASK_WINDOW)
+    pipe.zrange(keys.ASKS_OPEN, 0, ASK_OPEN_CAP - 1)
+    recent, still_open = pipe.execute()
+    ids = list(dict.fromkeys(text(i) for i in [*recent, *still_open]))
+    found = figures(container.asks.many(ids), since_ms=since)
+    view = container.org.current()[0]
+    return AskFigures(
+        by_state=found.by_state,
+        seats=bounded(found.seats, [s.member_id for s in view.org.seats]),
+        persons=bounded(found.persons, view.member_by_id),
+    )
+
+
 def work_status(container: Container, tracking_id: str) -> WorkStatus | None:
-    """Where the work journalled as `tracking_id` stands; None when nothing was accepted so."""
+    """Where the work journalled as `tracking_id` stands, with the asks of its work (newest
+    first); None when nothing was accepted so."""
     entry = container.journal.get(tracking_id)
     if entry is None:
         return None
@@ -97,13 +129,17 @@ def work_status(container: Container, tracking_id: str) -> WorkStatus | None:
         for k in ("state", "attempt", "idempotencyId", "messageId", "channelId")
         if op.get(k)
     }
+    decision = entry.get("decision")
+    work_id = decision.get("workId") if isinstance(decision, dict) else None
+    asks = container.asks.of_work(work_id, limit=WORK_ASKS) if work_id else []
     return WorkStatus(
         tracking_id=tracking_id,
         state=entry.get("state"),
         seat_id=entry.get("seatId"),
         accepted_at_ms=int(entry.get("acceptedAtMs", 0)),
-        decision=entry.get("decision"),
+        decision=decision,
         send=WorkSend.model_validate(send) if send else None,
         failed_stage=entry.get("failedStage"),
         error=entry.get("error"),
+        asks=tuple(asks),
     )

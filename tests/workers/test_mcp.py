@@ -1,10 +1,11 @@
 """The tools as an MCP server (issue 13), driven by the official MCP SDK's own client on a real
 Redis: over streamable HTTP at `/mcp` on the ingress (uvicorn in a thread) and over stdio
 (`seatwire mcp --seat scout` as a child process). `tools/list` is exactly the seed's tools and
-schemas; a call works, a bad argument and a tool not served yet are `isError` results, a name
-that is no tool the JSON-RPC error -32602; the endpoint refuses a missing token (401), a
-missing seat (401) and an unknown one (404), any method but POST (405, `Allow: POST`), and an
-`MCP-Protocol-Version` it does not speak (400, naming it and the ones it does)."""
+schemas, then Seatwire's own two ask tools; a call works, a bad argument and a tool not served
+yet are `isError` results, a name that is no tool the JSON-RPC error -32602; the endpoint
+refuses a missing token (401), a missing seat (401) and an unknown one (404), any method but
+POST (405, `Allow: POST`), and an `MCP-Protocol-Version` it does not speak (400, naming it and
+the ones it does)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,14 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from contracts import Seat
-from contracts.tool_schemas import EXECUTION, INPUT_SCHEMAS, TOOL_NAMES
+from contracts.tool_schemas import (
+    EXECUTION,
+    EXTRA_TOOL_NAMES,
+    INPUT_SCHEMAS,
+    SERVED_INPUT_SCHEMAS,
+    SERVED_TOOL_NAMES,
+    TOOL_NAMES,
+)
 from tests.auth import bearer, seat_token
 from workers import bootstrap
 from workers.celery_app import create_app
@@ -161,12 +169,17 @@ def body(result: Any) -> dict[str, Any]:
 
 
 async def check_tools(client: Client, *, with_execution: bool) -> None:
-    """tools/list: the seed's names in its order, its input schemas verbatim, its execution."""
+    """tools/list: the seed's names in its order, its input schemas verbatim, its execution;
+    then Seatwire's own ask tools, after every seed tool."""
     listed = (await client.list_tools()).tools
-    assert [t.name for t in listed] == list(TOOL_NAMES)
+    assert [t.name for t in listed] == list(SERVED_TOOL_NAMES)
+    assert [t.name for t in listed[: len(TOOL_NAMES)]] == list(TOOL_NAMES)
+    assert [t.name for t in listed[len(TOOL_NAMES) :]] == list(EXTRA_TOOL_NAMES)
     registry = load()
     for tool in listed:
-        assert tool.input_schema == INPUT_SCHEMAS[tool.name], tool.name
+        if tool.name in TOOL_NAMES:
+            assert tool.input_schema == INPUT_SCHEMAS[tool.name], tool.name
+        assert tool.input_schema == SERVED_INPUT_SCHEMAS[tool.name], tool.name
         if with_execution:
             assert tool.execution is not None
             assert tool.execution.model_dump(by_alias=True, exclude_none=True) == EXECUTION
@@ -302,7 +315,7 @@ def test_http_names_an_unsupported_protocol_version(base_url: str) -> None:
         f"{base_url}/mcp", json=listing, headers={**accept, "MCP-Protocol-Version": "2025-11-25"}
     )
     assert served.status_code == 200
-    assert [t["name"] for t in served.json()["result"]["tools"]] == list(TOOL_NAMES)
+    assert [t["name"] for t in served.json()["result"]["tools"]] == list(SERVED_TOOL_NAMES)
 
 
 def stdio_env(redis_url: str, org_file: Path, tmp_path: Path) -> dict[str, str]:

@@ -4,10 +4,11 @@ served by uvicorn in a thread; both the default negotiation and the initialize h
 and over stdio (`seatwire mcp --seat scout` as a child process).
 
 The org has a project repository and a `decisions:` policy whose resolver is scout, so that
-every one of the 15 tools can succeed for scout. One scenario, the same on every transport:
+every one of the 15 tools can succeed for scout, and scout and sage each have an ask on record,
+for Seatwire's own two ask tools. One scenario, the same on every transport:
 
-- `tools/list` is exactly contracts/tool_schemas.py: the names in order, each inputSchema
-  key for key, and every tool served (none "Not served yet");
+- `tools/list` is exactly contracts/tool_schemas.py: the seed's names in order, then
+  Seatwire's own, each inputSchema key for key, and every tool served (none "Not served yet");
 - every tool is called with valid input and succeeds, with what it answers checked;
 - every tool that has an input its schema refuses is called with one: an `isError` result
   naming the field (get_project's schema accepts any object: it has none);
@@ -52,8 +53,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from contracts import Candidate, Directedness
-from contracts.tool_schemas import INPUT_SCHEMAS, TOOL_NAMES
+from contracts.tool_schemas import SERVED_INPUT_SCHEMAS, SERVED_TOOL_NAMES
 from pipeline.work_items import WorkSummary
+from tests.ask_records import make_ask
 from tests.auth import bearer, seat_token
 from tests.fakes import place
 from workers import bootstrap
@@ -93,6 +95,7 @@ IDEMPOTENT = {
     "decide_direction",
 }
 NO_BAD_INPUT = {"get_project"}  # its schema, {"type": "object", "properties": {}}, takes any
+ASKS = ("ask-scout-k-1", "ask-sage-k-1")  # scout's open ask, and sage's (see `prepare`)
 
 
 # ---------------------------------------------------------------- the world
@@ -230,9 +233,9 @@ class Conformance:
 
     async def check_list(self) -> None:
         listed = (await self.client.list_tools()).tools
-        assert [t.name for t in listed] == list(TOOL_NAMES)
+        assert [t.name for t in listed] == list(SERVED_TOOL_NAMES)
         for tool in listed:
-            assert tool.input_schema == INPUT_SCHEMAS[tool.name], tool.name
+            assert tool.input_schema == SERVED_INPUT_SCHEMAS[tool.name], tool.name
             assert tool.description == REGISTRY[tool.name].description, tool.name
 
     async def project(self) -> None:
@@ -402,6 +405,21 @@ class Conformance:
         assert final["state"] == "decided" and final["revision"] == tied["revision"] + 1
         self.direction = (did, final["revision"])
 
+    async def asks(self) -> None:
+        """Scout's own ask is listed and read whole; sage's is no ask of scout's."""
+        mine, theirs = ASKS
+        listed = await self.ok("list_asks")
+        assert [a["id"] for a in listed["asks"]] == [mine] and listed["next"] is None
+        assert listed["asks"][0]["state"] == "open" and "history" not in listed["asks"][0]
+        assert [a["id"] for a in (await self.ok("list_asks", state="answered"))["asks"]] == []
+        await self.bad("list_asks", "state", state="maybe")
+        whole = await self.ok("get_ask", ask_id=mine)
+        assert whole["ask"]["id"] == mine
+        assert [e["event"] for e in whole["ask"]["history"]] == ["created", "sent"]
+        other = await self.client.call_tool("get_ask", {"ask_id": theirs})
+        assert other.is_error and body(other)["error"] == "unknown_ask"
+        await self.bad("get_ask", "ask_id")
+
     async def __call__(self) -> None:
         await self.check_list()
         await self.project()
@@ -409,12 +427,18 @@ class Conformance:
         await self.issues()
         await self.intents()
         await self.decisions()
+        await self.asks()
 
 
 def prepare(world: World) -> None:
     """What the scenario needs besides scout's own calls: issue #7 observed from GitHub
-    (labelled bug), and a message from sage in scout's inbox."""
-    assert set(load()) == set(TOOL_NAMES)  # all 15 served
+    (labelled bug), a message from sage in scout's inbox, and an open ask of each seat."""
+    assert set(load()) == set(SERVED_TOOL_NAMES)  # the 15 and Seatwire's own, all served
+    asks = world.container.asks
+    for ask_id, seat, work in zip(ASKS, ("scout", "sage"), ("billing", "ledger"), strict=True):
+        if asks.get(ask_id) is None:  # a second transport's run finds them made
+            made = make_ask(asks, seat=seat, work_id=work, key=f"{seat}-k", now_ms=now_ms())
+            assert made.id == ask_id
     world.container.work.observe(
         WorkSummary(
             kind="issue",
@@ -442,8 +466,9 @@ def conform(world: World, client: Client) -> Conformance:
 
     run(scenario, client)
     (check,) = holder
-    assert check.called == set(TOOL_NAMES), set(TOOL_NAMES) - check.called
-    assert check.refused == set(TOOL_NAMES) - NO_BAD_INPUT, set(TOOL_NAMES) - check.refused
+    served = set(SERVED_TOOL_NAMES)
+    assert check.called == served, served - check.called
+    assert check.refused == served - NO_BAD_INPUT, served - check.refused
     assert check.replayed == IDEMPOTENT
     return check
 

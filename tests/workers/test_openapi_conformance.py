@@ -59,7 +59,7 @@ EXPECTED: list[dict[str, Any]] = [
     {
         # `cursor` is an opaque token the server minted for one viewer; `untilMs` must not be
         # before `sinceMs` (a rule between two parameters).
-        "include-path": ["/v1/decisions", "/v1/seats/{seat}/cost"],
+        "include-path": ["/v1/decisions", "/v1/seats/{seat}/cost", "/v1/asks"],
         "include-method": "GET",
         "checks": {"positive_data_acceptance": PASSED_OR_422},
     },
@@ -73,6 +73,7 @@ EXPECTED: list[dict[str, Any]] = [
             "/v1/steward/overrides",
             "/v1/seats/{seat}/work",
             "/v1/seats/{seat}/cost",
+            "/v1/seats/{seat}/asks/release",
         ],
         "include-method": "POST",
         "phases": {"coverage": {"checks": {"positive_data_acceptance": PASSED_OR_422}}},

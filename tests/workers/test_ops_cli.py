@@ -100,8 +100,13 @@ def test_status_work_ledger_and_trace_follow_a_report(
     assert rows["rows"][0]["outcome"] == "engaged"
     text = runner.invoke(cli, ["work", tracking_id]).output
     assert f"work {tracking_id}: engaged" in text and "blocked:access -> ben" in text
+    # ... and the ask the send recorded, beside the decision, with where it stands.
+    [ask] = final["asks"]
+    assert ask["state"] == "open" and ask["trackingId"] == tracking_id
+    assert f"    ask {ask['id']}: waiting, due " in text
     line = runner.invoke(cli, ["ledger"]).output.strip()
     assert "scout  engaged  blocked:access  -> ben" in line
+    assert f"    ask {ask['id']}: waiting, due " in line
 
     # A beat tick that finishes is written down; status then names it.
     app.tasks["seatwire.sweep"].apply()

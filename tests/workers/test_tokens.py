@@ -70,6 +70,14 @@ OPERATOR_ROUTES = {
     ("POST", "/v1/project/pause"),
     ("POST", "/v1/project/resume"),
     ("POST", "/v1/project/announcements"),
+    # The ask record (workers/ingress/asks.py); its answer route takes an answer link too.
+    ("GET", "/v1/asks"),
+    ("GET", "/v1/asks/{ask_id}"),
+    ("POST", "/v1/asks/{ask_id}/answer"),
+    ("GET", "/v1/asks/{ask_id}/answer"),
+    ("GET", "/v1/consents"),
+    ("POST", "/v1/consents/{consent_id}/revoke"),
+    ("POST", "/v1/seats/{seat}/asks/release"),
 }
 # The decisions' HTTP routes (workers/ingress/decisions.py) are the operator's too, whatever
 # they are: people read directions and vote over them.

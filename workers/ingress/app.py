@@ -5,8 +5,9 @@ journalled AND enqueued (accept.py).
 Where each concern lives:
 
 - routes: v1.py (`/v1`, each router behind the bearer-token dependency of its role, a
-  seat's or the operator's), slack.py, interactions.py (Slack's button clicks) and github.py
-  (plain Starlette routes), ops.py
+  seat's or the operator's), asks.py (the ask record; its answer route also takes an answer
+  link), slack.py, interactions.py (Slack's button clicks) and github.py (plain Starlette
+  routes), ops.py
   (`/healthz`, `/readyz`; `/metrics`, an operator's token), mcp.py (`/mcp`, the tools
   over MCP's streamable HTTP, a seat's token; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it; FastAPI's refusal
@@ -41,6 +42,7 @@ from contracts.api import ProviderReceipt, SlackChallenge
 from workers.clock import now_ms
 from workers.container import Container
 from workers.ingress import (
+    asks,
     backlog,
     costs,
     decisions,
@@ -67,9 +69,11 @@ from workers.ingress.interactions import slack_interactions
 from workers.ingress.mcp import McpEndpoint
 from workers.ingress.metrics import (
     CLUSTER_BUDGET_S,
+    AskFigureFamilies,
     ClusterFigures,
     RequestMetrics,
     RouteLabels,
+    ask_reader,
     cluster_reader,
 )
 from workers.ingress.ops import router as ops_router
@@ -84,6 +88,7 @@ __all__ = ["create_ingress", "tracking_id_for"]
 METERED: RouteLabels = {
     ("POST", v1.post_work): "work",
     ("POST", v1.post_event): "events",
+    ("POST", asks.post_answer): "ask_answer",
     ("POST", slack_events): "slack",
     ("POST", slack_interactions): "slack_interactions",
     ("POST", github_events): "github",
@@ -135,6 +140,9 @@ def create_ingress(
     deps.metrics.registry.register(
         ClusterFigures(cluster_reader(container, app, clock_ms), budget_s=CLUSTER_BUDGET_S)
     )
+    deps.metrics.registry.register(
+        AskFigureFamilies(ask_reader(container, clock_ms), budget_s=CLUSTER_BUDGET_S)
+    )
     api = IngressApp(
         title="Seatwire",
         version="0.1.0",
@@ -175,6 +183,8 @@ def create_ingress(
     api.include_router(tools.router)
     api.include_router(decisions.router)
     api.include_router(project.router)
+    api.include_router(asks.router)
+    api.include_router(asks.answer_router)
     api.add_route("/webhooks/slack", slack_events, methods=["POST"])
     api.add_route("/webhooks/slack/interactions", slack_interactions, methods=["POST"])
     api.add_route("/webhooks/github", github_events, methods=["POST"])

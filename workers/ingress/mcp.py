@@ -13,7 +13,8 @@ Two transports, one server:
 - stdio, `seatwire mcp --seat SEAT` (workers/mcp_cli.py): one process, one seat.
 
 `tools/list` answers exactly the seed's tools (contracts/tool_schemas.py): its names in its
-order, its input schemas verbatim, `execution` as the seed has it. A seed tool Seatwire does
+order, its input schemas verbatim, `execution` as the seed has it; then Seatwire's own tools
+(`list_asks`, `get_ask`: a seat's asks), in the same shape. A seed tool Seatwire does
 not serve yet is listed with a description that says so; calling it is the `not_implemented`
 tool error. `tools/call` runs the tool in a worker thread (its Redis I/O blocks) and answers
 its result as JSON text (and as `structuredContent`); a `ToolError` is a result with `isError`
@@ -64,7 +65,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from contracts import Seat
-from contracts.tool_schemas import EXECUTION, INPUT_SCHEMAS, TOOL_NAMES
+from contracts.tool_schemas import EXECUTION, SERVED_INPUT_SCHEMAS, SERVED_TOOL_NAMES
 from workers.container import Container
 from workers.ingress.deps import IngressDeps
 from workers.ingress.http import UNAVAILABLE, Refusal, problem
@@ -77,8 +78,8 @@ SCOPE_SEAT = "seatwire.seat"  # where McpEndpoint leaves the authenticated seat 
 SERVER_NAME = "seatwire"
 INSTRUCTIONS = (
     "Seatwire's coordination tools for this seat: the project card, updates and acks, "
-    "messages, issue claims, work intents and decisions. Every call acts as the seat you "
-    "connected as."
+    "messages, issue claims, work intents, decisions, and what became of your asks (list_asks, "
+    "get_ask). Every call acts as the seat you connected as."
 )
 INTERNAL_ERROR = {
     "error": "internal_error",
@@ -91,11 +92,12 @@ SeatOf = Callable[[ServerRequestContext[Any, Any]], Seat]
 
 
 def listed_tools() -> list[types.Tool]:
-    """The seed's tools, in its order, with its input schemas, as `tools/list` answers them."""
+    """The seed's tools, in its order, with its input schemas, then Seatwire's own, as
+    `tools/list` answers them."""
     registry = load()
     execution = types.ToolExecution.model_validate(EXECUTION)
     tools = []
-    for name in TOOL_NAMES:
+    for name in SERVED_TOOL_NAMES:
         found = registry.get(name)
         description = (
             found.description
@@ -107,7 +109,7 @@ def listed_tools() -> list[types.Tool]:
             types.Tool(
                 name=name,
                 description=description,
-                input_schema=INPUT_SCHEMAS[name],
+                input_schema=SERVED_INPUT_SCHEMAS[name],
                 execution=execution,
             )
         )
@@ -159,7 +161,7 @@ def build_server(
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if params.name not in TOOL_NAMES:
+        if params.name not in SERVED_TOOL_NAMES:
             # Not a tool that failed but a request for none: a protocol error (the spec's own
             # example), which a client tells apart from a tool's refusal.
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
@@ -179,7 +181,7 @@ def build_server(
         SERVER_NAME,
         version="0.1.0",
         instructions=INSTRUCTIONS,
-        get_tool_input_schema=INPUT_SCHEMAS.get,
+        get_tool_input_schema=SERVED_INPUT_SCHEMAS.get,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )

@@ -1,6 +1,7 @@
 """The ingress's Prometheus metrics: its own (requests by route and status, its own 429s),
-this process's stage figures (workers/telemetry: embedded mode runs the stages here), and the
-cluster's, read from Redis and the broker at each scrape (`ClusterFigures`). The one
+this process's stage figures (workers/telemetry: embedded mode runs the stages here), the
+cluster's, read from Redis and the broker at each scrape (`ClusterFigures`), and the ask
+record's, read from Redis at each scrape too (`AskFigureFamilies`). The one
 middleware that counts requests is a pure ASGI middleware: it wraps `send` and reads the
 status off the response start, with no per-request Request object or task
 (BaseHTTPMiddleware costs both, on the provider routes' hot path too)."""
@@ -24,8 +25,10 @@ from redis.retry import Retry
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts.ops import ClusterStatus
+from pipeline.ask_figures import AskFigures, Tally
 from workers.container import Container
-from workers.status import cluster_status
+from workers.status import ask_figures, cluster_status
+from workers.stores.asks import AskStore
 from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.metrics")
@@ -202,27 +205,134 @@ class ClusterFigures(Collector):
         return None
 
 
+def scrape_client(container: Container) -> redis.Redis:
+    """A Redis client for a scrape's reads that gives up at once (the stores' client retries
+    for seconds, longer than a scrape may wait); embedded, the in-process stand-in."""
+    settings = container.settings
+    if settings.redis_url is None:
+        return container.redis
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=1.0,
+        socket_connect_timeout=1.0,
+        retry=Retry(NoBackoff(), retries=0),
+    )
+
+
 def cluster_reader(
     container: Container, app: Celery, clock_ms: Callable[[], int]
 ) -> Callable[[], ClusterStatus]:
     """The scrape's read of the cluster's figures (the queues through `app`'s broker), on a
-    Redis client of its own that gives up at once (the stores' client retries for seconds,
-    longer than a scrape may wait)."""
-    settings = container.settings
-    client = container.redis
-    if settings.redis_url is not None:  # embedded: the in-process stand-in
-        client = redis.Redis.from_url(
-            settings.redis_url,
-            socket_timeout=1.0,
-            socket_connect_timeout=1.0,
-            retry=Retry(NoBackoff(), retries=0),
-        )
-    reading = replace(container, redis=client, app=app)
+    Redis client of its own that gives up at once."""
+    reading = replace(container, redis=scrape_client(container), app=app)
 
     def read() -> ClusterStatus:
         return cluster_status(reading, now_ms=clock_ms())
 
     return read
+
+
+def ask_reader(container: Container, clock_ms: Callable[[], int]) -> Callable[[], AskFigures]:
+    """The scrape's read of the ask figures (workers/status.py `ask_figures`), on a Redis
+    client of its own that gives up at once."""
+    client = scrape_client(container)
+    store = container.asks
+    asks = AskStore(
+        client,
+        retention_ms=store.retention_ms,
+        consent_ttl_ms=store.consent_ttl_ms,
+        room=store.room,
+    )
+    reading = replace(container, redis=client, asks=asks)
+
+    def read() -> AskFigures:
+        return ask_figures(reading, now_ms=clock_ms())
+
+    return read
+
+
+def _tally_families(
+    kind: str, label: str, tallies: Mapping[str, Tally], whose: str
+) -> list[Metric]:
+    concluded = GaugeMetricFamily(
+        f"seatwire_{kind}_asks_concluded",
+        f"Concluded asks {whose} in the last 7 days (answered, declined, or expired "
+        "unanswered): the ratios' denominator",
+        labels=[label],
+    )
+    unanswered = GaugeMetricFamily(
+        f"seatwire_{kind}_ask_unanswered_ratio",
+        f"Of the concluded asks {whose} in the last 7 days, the share that expired unanswered",
+        labels=[label],
+    )
+    declined = GaugeMetricFamily(
+        f"seatwire_{kind}_ask_declined_ratio",
+        f"Of the concluded asks {whose} in the last 7 days, the share that was declined",
+        labels=[label],
+    )
+    for name, t in sorted(tallies.items()):
+        concluded.add_metric([name], t.concluded)
+        if t.unanswered_ratio is not None:
+            unanswered.add_metric([name], t.unanswered_ratio)
+        if t.declined_ratio is not None:
+            declined.add_metric([name], t.declined_ratio)
+    return [concluded, unanswered, declined]
+
+
+def ask_families(found: AskFigures | None) -> list[Metric]:
+    """The ask record's figures as metric families; with none (they could not be read) only
+    `seatwire_ask_figures_up` 0, so a missing figure is never read as 0."""
+    up = GaugeMetricFamily(
+        "seatwire_ask_figures_up",
+        "1 when this scrape read the ask record's figures from Redis, else 0",
+        value=0 if found is None else 1,
+    )
+    if found is None:
+        return [up]
+    states = GaugeMetricFamily(
+        "seatwire_asks",
+        "Asks by state: every ask still waiting (pending, open, snoozed, escalated), and the "
+        "asks of the last 7 days that ended (answered, closed)",
+        labels=["state"],
+    )
+    for state, count in found.by_state.items():
+        states.add_metric([state], count)
+    return [
+        up,
+        states,
+        *_tally_families("seat", "seat", found.seats, "of a seat"),
+        *_tally_families("person", "person", found.persons, "put to a person"),
+    ]
+
+
+class AskFigureFamilies(Collector):
+    """The ask record's figures (`ask_families`), read at each scrape within `budget_s`; a
+    read that fails or is slow is logged and the scrape goes on without them, and a slow one
+    still running is waited for rather than started again (as `ClusterFigures`)."""
+
+    def __init__(self, read: Callable[[], AskFigures], *, budget_s: float) -> None:
+        self.read = read
+        self.budget_s = budget_s
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seatwire-asks")
+        self._pending: Future[AskFigures] | None = None
+
+    def describe(self) -> list[Metric]:
+        return ask_families(AskFigures(by_state={}))
+
+    def collect(self) -> Iterator[Metric]:
+        yield from ask_families(self._figures())
+
+    def _figures(self) -> AskFigures | None:
+        pending = self._pending
+        if pending is None or pending.done():
+            pending = self._pending = self._pool.submit(self.read)
+        try:
+            return pending.result(timeout=self.budget_s)
+        except FutureTimeout:
+            log.warning("the ask figures took over %.1f s: not scraped", self.budget_s)
+        except Exception as exc:
+            log.warning("could not read the ask figures: %s: %s", type(exc).__name__, exc)
+        return None
 
 
 class RequestMetrics:

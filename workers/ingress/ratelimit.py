@@ -11,7 +11,9 @@ A source is who a route says sent the request, and only once the route's own che
   its own, so a flood of events never holds back a person's click;
 - `POST /webhooks/github`: the GitHub installation, else the repository, else the
   organisation, X-Hub-Signature-256 valid;
-- `POST /v1/...`: the bearer caller (a hash of its token), token valid (any role: auth.py).
+- `POST /v1/...`: the bearer caller (a hash of its token), token valid (any role: auth.py);
+  without one, an answer link (`?token=` on `POST /v1/asks/{id}/answer`) whose signature
+  holds: its ask (a link answers one ask, so its holders share that ask's budget).
 
 The budget is a token bucket in Redis, one Lua script (workers/stores/lua/rate_take.lua) in
 its GCRA form: one number a source (the time its bucket is full again), Redis's own clock,
@@ -40,11 +42,13 @@ from urllib.parse import parse_qs
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pipeline.answer_links import LinkClaim
 from pipeline.signatures import Refused, verify_github, verify_slack
 from workers.ingress.auth import Authenticator
 from workers.ingress.http import UNAVAILABLE, problem
 from workers.ingress.intake import PerLoop
 from workers.settings import Settings
+from workers.stages.links import AnswerLinks
 from workers.stores import keys
 from workers.stores.scripts import source as script_source
 from workers.stores.scripts import text
@@ -135,6 +139,19 @@ def v1_source(auth: Authenticator) -> V1Source:
     return source
 
 
+def link_source(links: AnswerLinks | None, scope: Scope, now_ms: int) -> str | None:
+    """The ask an answer link's POST answers, when its token is one Seatwire signed."""
+    if links is None:
+        return None
+    tokens = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token") or []
+    if len(tokens) != 1:
+        return None
+    claim = links.read(tokens[0], now_ms=now_ms)
+    if not isinstance(claim, LinkClaim):
+        return None
+    return f"link:{hashlib.sha256(claim.ask_id.encode()).hexdigest()[:16]}"
+
+
 class RateLimiter:
     """`take(source)`: None when the source may go on, else the seconds until it may."""
 
@@ -188,6 +205,7 @@ class RateLimit:
         self.settings = settings
         self.clock_ms = clock_ms
         self.v1 = v1_source(auth)
+        self.links = AnswerLinks.of(settings)
         self.sources: dict[str, Source] = {
             "/webhooks/slack": slack_source,
             "/webhooks/slack/interactions": slack_interactions_source,
@@ -221,6 +239,8 @@ class RateLimit:
                     scope, replay, send
                 )
                 return
+            if source is None:
+                source = link_source(self.links, scope, self.clock_ms())
         else:
             source = cast(Source, find)(headers, raw, self.settings, self.clock_ms() // 1000)
         if source is not None:

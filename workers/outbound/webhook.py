@@ -10,6 +10,22 @@ the receiver's dedupe answers with the first result instead of applying it twice
 Failures are typed like Slack's: a connection that could not be made or a 429 is `NotSent`
 (after `Retry-After`); a timeout or reset after the request left, a 5xx, 408 or 409 is
 `MaybeSent`; any other 4xx is permanent.
+
+Two kinds of POST, told apart by `type`:
+
+- `seatwire.ask`: `{"type": "seatwire.ask", "ask": <OutboundAsk>}`. With answer links on
+  (SEATWIRE_ANSWER_LINK_SECRET, or an operator token to derive their key from),
+  `ask.answerUrl` is a signed link for that ask and its targets only:
+  `POST` it with `{"answer": ..., "by": <one of the targets>, "text"?}` (JSON, or a form),
+  or open it in a browser for a page with the answer's buttons (workers/ingress/asks.py).
+  It is null when no link is offered.
+- `seatwire.ask_answered`: sent once an ask was answered or snoozed, from any surface, so
+  that the receiver can show the answer where it showed the ask (`show_answer`): `askId`,
+  `workId`, `seatId`, `channelId` and `messageId` (where the ask landed, as the receiver
+  named it), `answer` (approved, declined, replied, done or snoozed), `by`, `text`, `atMs`,
+  `via`, and `snoozeUntilMs` or `consentId`/`consentExpiresAtMs` where they apply. Its
+  `webhook-id` and `Idempotency-Key` are `answered-{askId}-{answer}-{atMs}`: the same
+  answer shown twice (a retry) is one event to a receiver that dedupes.
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ import httpx
 from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
 from pipeline.signatures import standard_webhook_headers
+from workers.clock import now_ms
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
 from workers.settings import masked, scrubbed
@@ -87,28 +104,43 @@ class WebhookOutbound:
             ) from exc
         return f"webhook to {masked(self.url)}"
 
-    def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
-        body = json.dumps(
-            {"type": "seatwire.ask", "ask": ask.to_wire()}, ensure_ascii=False
-        ).encode()
+    def _post(self, event: dict[str, Any], msg_id: str, now_s: int) -> httpx.Response:
+        body = json.dumps(event, ensure_ascii=False).encode()
         headers = {
             "content-type": "application/json",
-            "idempotency-key": ask.idempotency_id,
-            **standard_webhook_headers(
-                body, key=self.key, msg_id=ask.idempotency_id, now_s=ctx.now_ms // 1000
-            ),
+            "idempotency-key": msg_id,
+            **standard_webhook_headers(body, key=self.key, msg_id=msg_id, now_s=now_s),
         }
         try:
-            response = self.client.post(self.url, content=body, headers=headers)
+            return self.client.post(self.url, content=body, headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise NotSent(f"webhook: cannot connect ({exc})") from exc
         except httpx.HTTPError as exc:
             raise MaybeSent(f"webhook: {type(exc).__name__}: {exc}") from exc
+
+    def send(self, ask: OutboundAsk, ctx: SendContext) -> SendResult:
+        event = {"type": "seatwire.ask", "ask": ask.to_wire()}
+        response = self._post(event, ask.idempotency_id, ctx.now_ms // 1000)
         return self._result(ask, response)
 
     def show_answer(self, ask: Ask) -> bool:
-        """An ask once written here is not changed: its answer lives in the ask record."""
-        return False
+        """POST the `seatwire.ask_answered` event of an answered or snoozed ask (False for an
+        ask in any other state: nothing to show). A receiver that could not take it raises as
+        a send would; the caller logs it (the record holds the answer whatever it shows)."""
+        event = answered_event(ask)
+        if event is None:
+            return False
+        msg_id = f"answered-{ask.id}-{event['answer']}-{event['atMs']}"
+        response = self._post(event, msg_id, now_ms() // 1000)
+        status = response.status_code
+        if status == 429:
+            telemetry().rate_limited("webhook", "ask_answered")
+            raise NotSent("webhook: HTTP 429", retry_after_s=_retry_after(response))
+        if status >= 500 or status in (408, 409):
+            raise MaybeSent(f"webhook: HTTP {status}")
+        if status >= 300:
+            raise PermanentError(f"webhook: HTTP {status}: {response.text[:200]}")
+        return True
 
     def reconcile(self, ask: OutboundAsk, ctx: SendContext) -> SendResult | None:
         """The same POST again: the receiver's dedupe answers with its first result."""
@@ -138,3 +170,42 @@ class WebhookOutbound:
         channel = reply.get("channelId") or reply.get("channel_id") or "webhook"
         message = reply.get("messageId") or reply.get("message_id") or ask.idempotency_id
         return SendResult(channel_id=str(channel), message_id=str(message))
+
+
+def answered_event(ask: Ask) -> dict[str, Any] | None:
+    """The `seatwire.ask_answered` event of an answered or snoozed ask; None otherwise."""
+    landing = ask.landing
+    where = {
+        "askId": ask.id,
+        "workId": ask.work_id,
+        "seatId": ask.seat_id,
+        "channelId": None if landing is None else landing.channel_id,
+        "messageId": None if landing is None else landing.message_id,
+    }
+    a = ask.answer
+    if ask.state == "answered" and a is not None:
+        return {
+            "type": "seatwire.ask_answered",
+            **where,
+            "answer": a.answer,
+            "by": a.by,
+            "text": a.text,
+            "atMs": a.at_ms,
+            "via": a.via,
+            "consentId": a.consent_id,
+            "consentExpiresAtMs": a.consent_expires_at_ms,
+        }
+    if ask.state == "snoozed":
+        last = next((e for e in reversed(ask.history) if e.event == "snoozed"), None)
+        if last is None:
+            return None
+        return {
+            "type": "seatwire.ask_answered",
+            **where,
+            "answer": "snoozed",
+            "by": last.by,
+            "text": "",
+            "atMs": last.at_ms,
+            "snoozeUntilMs": ask.snooze_until_ms,
+        }
+    return None

@@ -28,6 +28,7 @@ from workers.stages.base import Deps, ready_pool_process
 from workers.stages.directedness import Directedness
 from workers.stages.engagement import Engagement
 from workers.stages.guardrails import Guardrails
+from workers.stages.links import AnswerLinks
 from workers.stages.send import Send
 from workers.stores.asks import AskStore
 from workers.stores.inbound import InboundStore, Recorded
@@ -83,6 +84,8 @@ class Stages:
 
     # The ask record the engagement and send stages keep; by default on the ledger's Redis.
     asks: AskStore | None = None
+    # Signs the answer links the send stage puts on `webhook` asks (None: none offered).
+    links: AnswerLinks | None = None
 
     def __post_init__(self) -> None:
         if self.asks is None:
@@ -118,4 +121,5 @@ class Stages:
             mode=self.mode,
             policy=self.policy,
             asks=self.asks,
+            links=self.links,
         )

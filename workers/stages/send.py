@@ -45,6 +45,7 @@ from workers.queues import Task
 from workers.recovery.faults import crash_point
 from workers.stages.base import Deps, StageTask, Start, refused, register_stage
 from workers.stages.guardrails import Guardrails
+from workers.stages.links import LINKED_ADAPTERS, AnswerLinks
 from workers.stages.rows import stage_row
 from workers.stages.send_ask import (
     ask_of,
@@ -91,6 +92,8 @@ class Send:
     timeouts: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS_MS))
     # The ask records this send wrote before posting, by id: settled without a second read.
     _asked: dict[str, Ask] = field(default_factory=dict, init=False, repr=False)
+    # Signs the answer link a `webhook` ask carries (None: no link is offered).
+    links: AnswerLinks | None = None
 
     @classmethod
     def of(cls, c: Container) -> Send:
@@ -106,6 +109,7 @@ class Send:
             policy=s.send_policy,
             asks=c.asks,
             timeouts=s.timeouts_ms,
+            links=AnswerLinks.of(s),
         )
 
     def __call__(self, env: ReservedEnvelope, start: Start | None = None) -> str:
@@ -232,6 +236,10 @@ class Send:
         if self.asks is not None:
             record = record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
             self._asked[record.id] = record
+            if self.links is not None and self.outbound.name in LINKED_ADAPTERS:
+                # Signed from the record (its id, targets and creation), so every try of this
+                # send carries the same link.
+                ask = ask.model_copy(update={"answer_url": self.links.url_for(record)})
         crash_point("send", "after_intent", env.tracking_id)
         reserved_at = step.reserved_at_ms or 0
         reconcile = step.kind == "reconcile"

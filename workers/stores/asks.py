@@ -154,9 +154,11 @@ class AskStore:
         state: str | None = None,
         since_ms: int | None = None,
         open_first: bool = False,
+        until_ms: int | None = None,
     ) -> list[Ask]:
         """Asks newest first (open ones first with `open_first`), filtered; at most the newest
-        LIST_SCAN of the index read (the seat's, the person's, or all)."""
+        LIST_SCAN of the index read (the seat's, the person's, or all), created at or before
+        `until_ms` when it is given (a page after the first starts there)."""
         index = (
             keys.asks_of_seat(seat_id)
             if seat_id
@@ -167,7 +169,8 @@ class AskStore:
             else keys.ASKS_ALL
         )
         low = "-inf" if since_ms is None else since_ms
-        ids = [text(i) for i in self.r.zrevrangebyscore(index, "+inf", low, 0, LIST_SCAN)]
+        high = "+inf" if until_ms is None else until_ms
+        ids = [text(i) for i in self.r.zrevrangebyscore(index, high, low, 0, LIST_SCAN)]
         asks = self.many(ids)
         if seat_id:
             asks = [a for a in asks if a.seat_id == seat_id]

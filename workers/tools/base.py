@@ -20,8 +20,8 @@ from celery import Celery
 from pydantic import BaseModel, ValidationError
 
 from contracts import Seat
-from contracts.tool_schemas import INPUT_SCHEMAS, TOOL_NAMES
-from contracts.tools import TOOL_INPUTS, ToolError
+from contracts.tool_schemas import SERVED_INPUT_SCHEMAS, SERVED_TOOL_NAMES
+from contracts.tools import SERVED_TOOL_INPUTS, ToolError
 from pipeline.paging import Measure, json_bytes
 
 __all__ = ["REGISTRY", "Tool", "ToolContext", "ToolError", "call", "tool", "validate"]
@@ -62,14 +62,17 @@ REGISTRY: dict[str, Tool] = {}
 def tool(
     name: str, description: str
 ) -> Callable[[Callable[[ToolContext, M], dict[str, Any]]], Run]:
-    """Register `run` as the tool `name` (one of the seed's), with Seatwire's description."""
-    if name not in TOOL_NAMES:
-        raise ValueError(f"{name!r} is not one of the seed's tools")
+    """Register `run` as the tool `name` (one of the seed's, or one of Seatwire's own listed
+    in contracts/tool_schemas.py), with Seatwire's description."""
+    if name not in SERVED_TOOL_NAMES:
+        raise ValueError(f"{name!r} is not one of the tools contracts/tool_schemas.py names")
 
     def register(run: Callable[[ToolContext, M], dict[str, Any]]) -> Run:
         if name in REGISTRY:
             raise ValueError(f"the tool {name} is registered twice")
-        REGISTRY[name] = Tool(name, description, TOOL_INPUTS[name], run, INPUT_SCHEMAS[name])
+        REGISTRY[name] = Tool(
+            name, description, SERVED_TOOL_INPUTS[name], run, SERVED_INPUT_SCHEMAS[name]
+        )
         return run
 
     return register
@@ -77,7 +80,7 @@ def tool(
 
 def validate(name: str, arguments: Mapping[str, Any] | None) -> BaseModel:
     """The arguments as the tool's input model; a 422 `invalid_arguments` naming each field."""
-    model = TOOL_INPUTS[name]
+    model = SERVED_TOOL_INPUTS[name]
     try:
         return model.model_validate(dict(arguments or {}))
     except ValidationError as exc:
@@ -101,7 +104,7 @@ def call(ctx: ToolContext, name: str, arguments: Mapping[str, Any] | None) -> di
     ctx.container.redis.hset(keys.seat_state(ctx.seat.member_id), "lastCallMs", ctx.now_ms)
     found = REGISTRY.get(name)
     if found is None:
-        if name in TOOL_NAMES:
+        if name in SERVED_TOOL_NAMES:
             raise ToolError(
                 "not_implemented",
                 f"{name} is one of the seed's tools that Seatwire does not serve yet: nothing "
