@@ -345,18 +345,8 @@ def show_all(answering: Answers, got: Answered, ask_id: str) -> None:
     """After the reply went out: the answer on the seat's ask's message, on every message of
     its escalations (the answer closed them), and on the message answered (`ask_id`, an
     escalation's own) when that is another."""
-    if got.outcome.outcome not in ("answered", "snoozed"):
-        return
-    ask = got.root or got.outcome.ask
-    answering.show(ask)
-    shown = {ask.id}
-    for other in answering.asks.escalations_of(ask.id) if ask.escalates is None else ():
-        shown.add(other.id)
-        answering.show(other)
-    if ask_id not in shown:
-        answered = answering.asks.get(ask_id)
-        if answered is not None:
-            answering.show(answered)
+    if got.outcome.outcome in ("answered", "snoozed"):
+        answering.show_everywhere(got.root or got.outcome.ask, also=ask_id)
 
 
 def wants_html(request: Request) -> bool:
