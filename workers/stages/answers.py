@@ -63,7 +63,8 @@ class Answers:
         another."""
         self.show(ask)
         shown = {ask.id}
-        for other in self.asks.escalations_of(ask.id) if ask.escalates is None else ():
+        climbed = ask.escalates is None and bool(ask.escalations)
+        for other in self.asks.escalations_of(ask.id) if climbed else ():
             shown.add(other.id)
             self.show(other)
         if also is not None and also not in shown:
