@@ -34,7 +34,7 @@ def test_the_demo_exits_non_zero_when_a_controller_case_ends_otherwise(
     assert run_demo(Settings(), console) == 1
     text = " ".join(console.export_text().split())
     assert "check: NOT as expected: expected 3 failures; stop: failure_limit; 1 ask to ava" in text
-    assert "of 35 as expected; the demo exits with status 1" in text
+    assert "of 39 as expected; the demo exits with status 1" in text
 
 
 def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(
@@ -59,7 +59,7 @@ def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(
     text = " ".join(console.export_text().split())
     assert "outcome: rejected at nothing, 1 dispatched" in text
     assert "check: NOT as expected: expected rejected at honesty, nothing dispatched" in text
-    assert "34 of 35 as expected; the demo exits with status 1" in text
+    assert "38 of 39 as expected; the demo exits with status 1" in text
 
 
 def test_schema_prints_every_contract() -> None:
