@@ -208,6 +208,19 @@ def new_ask(
     return _with(ask, (now_ms, "created", decision.reason_code or "engaged", why, None))
 
 
+NEVER_SENT: frozenset[str] = frozenset({"send_failed", "send_blocked", "shadowed"})
+
+
+def reopened(old: Ask, new: Ask) -> Ask | None:
+    """An ask whose id a later send takes again (its attempt, released when nobody was
+    asked, is the later send's): the new record, keeping what happened to the old one.
+    None when the old one was sent to someone, or is this very send's."""
+    if old.closed not in NEVER_SENT or old.tracking_id == new.tracking_id:
+        return None
+    history = (*old.history, *new.history)[-MAX_HISTORY:]
+    return new.model_copy(update={"history": history, "version": old.version})
+
+
 def landed(ask: Ask, landing: AskLanding, *, now_ms: int) -> Ask:
     """The send reached the provider: `open` until its deadline. An ask answered or snoozed
     while the send was in flight keeps that answer; it only learns where it landed."""
@@ -231,8 +244,8 @@ def landed(ask: Ask, landing: AskLanding, *, now_ms: int) -> Ask:
 
 def send_ended(ask: Ask, closed: AskClose, why: str, *, now_ms: int) -> Ask:
     """The send ended without asking anybody: the ask closes, never left open. An answer
-    that arrived meanwhile stands (it was given)."""
-    if ask.state != "pending":
+    that arrived meanwhile stands (it was given); a snooze does not (nobody was asked)."""
+    if ask.state != "pending" and not (ask.state == "snoozed" and ask.landing is None):
         return ask
     return _with(
         ask, (now_ms, "closed", closed, why, None), state="closed", closed=closed, deadline_ms=None
@@ -727,8 +740,15 @@ def read_record(
                 )
     latest = view.latest
     if latest is not None and latest.dedupe_key == plan.dedupe_key:
-        if latest.state == "answered" and latest.answer is not None and revision <= latest.revision:
-            a = latest.answer
+        a = latest.answer
+        # New facts are another reason code or target (another dedupe key). A declined ask
+        # (changes requested, a refusal) is the one exception: a later revision of the work
+        # is what it asked for.
+        if (
+            latest.state == "answered"
+            and a is not None
+            and (a.answer != "declined" or revision <= latest.revision)
+        ):
             return _nobody(
                 plan,
                 "already_answered",
@@ -741,7 +761,7 @@ def read_record(
                 "snoozed",
                 f"ask {latest.id} is snoozed until {when(latest.snooze_until_ms)}",
             )
-        if latest.is_open and not escalation and revision <= latest.revision:
+        if latest.is_open and not escalation:
             # The same ask still waits: past the re-engage window too, asking again would
             # repeat it; its timeout escalates it instead. Written as the guardrail's
             # `already_engaged`, which it is.

@@ -12,6 +12,7 @@ import redis
 
 from contracts import WorkReport
 from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+from pipeline.asks import withdrawn
 from tests.fakes import BLOCKED_REPORT, Clock, Crash, FakeOutbound, stages_on
 from workers.errors import (
     Deferred,
@@ -234,6 +235,10 @@ def test_retry_after_a_re_reservation_reconciles_the_ask_actually_sent(
     stages.ledger.limits = Limits(reengage_after_ms=0, max_attempts_per_ask=10)
     first = _through_guardrails(stages, BLOCKED, tracking="t-a")
     assert stages.send(first) == "engaged"  # attempt 1
+    # Its ask ends unanswered (the top of its ladder), so the same ask may go out again.
+    assert stages.asks is not None
+    [asked] = stages.asks.of_work(BLOCKED["id"])
+    stages.asks.update(asked.id, lambda a: withdrawn(a, "expired for the test", now_ms=NOW))
     second = _through_guardrails(stages, {**BLOCKED, "revision": 2}, tracking="t-c")
     third = _through_guardrails(stages, {**BLOCKED, "revision": 3}, tracking="t-b")
     assert (second.verdict.attempt, third.verdict.attempt) == (2, 3)

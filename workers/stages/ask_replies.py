@@ -13,12 +13,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import redis
+
 from contracts.asks import AnswerKind, AnswerVia, Ask
 from contracts.inbound import Candidate
 from pipeline import decisions as rules
 from pipeline.asks import AnswerIn, github_answer, item_id_of, reply_refusal
 from workers.container import Container
 from workers.stages.answers import Answers
+from workers.stores.asks import AskContended
 
 log = logging.getLogger("seatwire.asks")
 
@@ -76,7 +79,11 @@ def answer_by_reply(c: Container, candidate: Candidate, *, now_ms: int) -> list[
         if any(s.endswith((":answered", ":late_answer")) for s in said):
             c.asks.note_reply(candidate.delivery_id)
         return said
+    except (redis.RedisError, AskContended):
+        raise  # the stage task runs again: the event is not recorded before its answer
     except Exception:
+        # A defect, not a fault: the event still reaches its seat, and the log says which
+        # answer was not recorded.
         log.exception("%s may answer an ask; it could not be recorded", candidate.delivery_id)
         return []
 

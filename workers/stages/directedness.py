@@ -50,6 +50,13 @@ class Directedness:
         known = self.inbound.known(places, channel, membership=membership)
         resolved = resolve_concerned(candidate, view.roster, known, places)
         now = self.clock_ms()
+        if self.container is not None:
+            # Before the event's record: once that is written, a redelivery of the event is
+            # done already and never runs again, so an answer a crash kept from being written
+            # would be lost. Its key is the delivery: a redelivery is the same answer.
+            answered = answer_by_reply(self.container, candidate, now_ms=now)
+            if answered:
+                log.info("%s is a reply to an ask: %s", env.tracking_id, ", ".join(answered))
         recorded = self.inbound.record(
             env.tracking_id,
             env.candidate,
@@ -75,9 +82,6 @@ class Directedness:
                 ", ".join(recorded.full),
             )
         if self.container is not None:
-            answered = answer_by_reply(self.container, candidate, now_ms=self.clock_ms())
-            if answered:
-                log.info("%s is a reply to an ask: %s", env.tracking_id, ", ".join(answered))
             outcome = vote_by_reply(self.container, candidate, now_ms=self.clock_ms())
             if outcome is not None:
                 log.info("%s is a reply to a direction's post: %s", env.tracking_id, outcome)

@@ -233,9 +233,15 @@ class Send:
         """Look the ask up if in doubt, ask the gate, then record, park or post it."""
         verdict = self._verdict(env, step)
         ask = ask_of(env, verdict)
+        ended: str | None = None  # why nobody needs asking any more, when so
         if self.asks is not None:
             record = record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
             self._asked[record.id] = record
+            if not record.is_open:
+                # Answered, withdrawn or closed while the send waited (a deferral in someone's
+                # quiet hours, a retry): posting it now would ask for what is settled.
+                how = record.answer.answer if record.answer else record.closed
+                ended = f"ask {record.id} ended before it was sent ({record.state}: {how})"
             if self.links is not None and self.outbound.name in LINKED_ADAPTERS:
                 # Signed from the record (its id, targets and creation), so every try of this
                 # send carries the same link.
@@ -247,6 +253,18 @@ class Send:
         try:
             # Reconciled whatever the mode now: a try in doubt may have been sent under `on`.
             found = self._reconcile(ask, ctx) if reconcile else None
+            if found is None and ended is not None:
+                self._close(
+                    env,
+                    verdict,
+                    ask,
+                    token,
+                    outcome="send_blocked",
+                    at_ms=reserved_at,
+                    reason="ask_ended",
+                    why=f"{ended}: nobody needs asking",
+                )
+                return "send_blocked"
             verdict_of_gate = None if found is not None else self._gate(ask)
             then = after_lookup(
                 reconciled=reconcile, found=found is not None, gate=verdict_of_gate, mode=self.mode

@@ -11,10 +11,12 @@ from contracts import EngagementDecision, GuardrailVerdict, SendGateVerdict, Sen
 from contracts.asks import Ask, AskClose, AskLanding
 from contracts.messages import AskContext, OutboundAsk, ReservedEnvelope, SendResult
 from pipeline.asks import (
+    NEVER_SENT,
     ask_id_for,
     closed_as,
     landed,
     new_ask,
+    reopened,
     rung_landed,
     send_ended,
     withdrawn,
@@ -83,7 +85,11 @@ def record_ask(
         item_id=asking.item_id,
     )
     new, stored, before = asks.create(record)
-    if new and before is not None and before != stored.id:
+    if not new and stored.closed in NEVER_SENT and stored.tracking_id != record.tracking_id:
+        # An attempt a failed send released, taken by this send: its ask again.
+        again = asks.update(stored.id, lambda old: reopened(old, record))
+        stored = again if again is not None else stored
+    if before is not None and before != stored.id:
         # The seat reported the work anew (a later revision) and it is asked again: the
         # earlier ask under the same key is superseded, never left to time out and escalate.
         why = f"superseded by ask {stored.id} (revision {stored.revision} of the work)"

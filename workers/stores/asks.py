@@ -316,8 +316,8 @@ class AskStore:
     # ------------------------------------------------------------------ writing
 
     def create(self, ask: Ask) -> tuple[bool, Ask, str | None]:
-        """Record `ask` once: (True, it, the id of the latest ask under its dedupe key
-        before it, if any), or (False, the stored one, None) when it already was."""
+        """Record `ask` once: (whether it is new, the stored ask, the id of the ask of the
+        latest earlier attempt under its dedupe key, if any)."""
         verb, raw, before = self._create(
             keys=[
                 keys.ask(ask.id),
@@ -342,7 +342,8 @@ class AskStore:
         if text(verb) == "new":
             return True, ask, text(before) or None
         stored = self.get(ask.id)
-        return False, stored if stored is not None else Ask.model_validate_json(raw), None
+        found = stored if stored is not None else Ask.model_validate_json(raw)
+        return False, found, text(before) or None
 
     def commit(
         self,
@@ -477,6 +478,9 @@ class AskStore:
                         continue
                     if done.outcome.outcome in ("answered", "snoozed"):
                         self._mirror(ask, a, now_ms=now_ms)
+                    if done.outcome.outcome == "answered":
+                        # The other rungs' asks end with it (the one answered shows the answer).
+                        self._close_escalations(done.outcome.ask, now_ms=now_ms)
                     return Answered(done.outcome, root=done.outcome.ask, position=done.position)
             done = self._answer_one(ask, a, now_ms=now_ms)
             if done is None:

@@ -7,10 +7,12 @@
 --   ask is listed in (zset): each target's, and the GitHub item's it is about.
 -- ARGV: 1 the document (JSON), 2 created at ms, 3 the ask id, 4 its attempt, 5 '1' for an
 --   escalation's own ask, 6 how long the work's and the dedupe key's indexes are kept (ms).
--- Returns {'new', doc, the dedupe key's latest ask before this one or ''} or {'exists', doc, ''}.
+-- Returns {'new' or 'exists', doc, the ask of the latest earlier attempt under its dedupe key
+-- or ''} (also when it exists: a redelivered send still ends the ask it supersedes).
+local before = redis.call('ZREVRANGEBYSCORE', KEYS[6], '(' .. ARGV[4], '-inf', 'LIMIT', 0, 1)[1]
+  or ''
 local existing = redis.call('HGET', KEYS[1], 'doc')
-if existing then return {'exists', existing, ''} end
-local before = redis.call('ZREVRANGE', KEYS[6], 0, 0)[1] or ''
+if existing then return {'exists', existing, before} end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'v', 0, 'at', ARGV[2])
 local at, id = ARGV[2], ARGV[3]
 for i = 2, 5 do redis.call('ZADD', KEYS[i], at, id) end
