@@ -142,3 +142,22 @@ def test_an_ended_ask_is_kept_for_its_retention_then_left_out_of_the_indexes(
     redis_client.delete(keys.ask(ask_id))  # what Redis does when the retention passes
     assert store.trim(NOW + 2 * 86_400_000) >= 1
     assert store.listing(seat_id="scout") == []
+
+
+def test_two_judgements_at_once_hold_a_seat_once(redis_client: redis.Redis) -> None:
+    from contracts.asks import AskBrake
+
+    store = AskStore(redis_client)
+    start = threading.Barrier(6)
+
+    def hold(i: int) -> bool:
+        start.wait()
+        brake = AskBrake(seat_id="scout", held=True, since_ms=NOW + i, why="3 of 5")
+        return store.hold(brake)
+
+    with ThreadPoolExecutor(6) as pool:
+        held = list(pool.map(hold, range(6)))
+    assert held.count(True) == 1
+    lifted = store.lift("scout", by="gus", now_ms=NOW + 99)
+    assert lifted is not None and not lifted.held
+    assert store.hold(AskBrake(seat_id="scout", held=True, since_ms=NOW + 100, why="again"))

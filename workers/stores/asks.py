@@ -247,12 +247,18 @@ class AskStore:
         return out
 
     def hold(self, brake: AskBrake) -> bool:
-        """Hold the seat's asks; False when they already are (one hold, one operator ask)."""
-        key = keys.asks_brake(brake.seat_id)
-        current = self.brake(brake.seat_id)
-        if current is not None and current.held:
-            return False
-        return bool(self.r.set(key, brake.model_dump_json(by_alias=True)))
+        """Hold the seat's asks; False when they already are (one hold, one operator ask).
+        Two judgements at once (a declining click and an expiry) hold it once: the first to
+        set the seat's hold marker holds it."""
+        marker = keys.asks_held(brake.seat_id)
+        if not self.r.set(marker, brake.since_ms, nx=True):
+            current = self.brake(brake.seat_id)
+            if current is not None and current.held:
+                return False
+            # A marker without a held record: a holder died between the two writes.
+            self.r.set(marker, brake.since_ms)
+        self.r.set(keys.asks_brake(brake.seat_id), brake.model_dump_json(by_alias=True))
+        return True
 
     def note_hold(self, seat_id: str, tracking_id: str) -> None:
         current = self.brake(seat_id)
@@ -268,7 +274,7 @@ class AskStore:
         lifted = current.model_copy(update={"held": False, "lifted_at_ms": now_ms, "lifted_by": by})
         pipe = self.r.pipeline()
         pipe.set(keys.asks_brake(seat_id), lifted.model_dump_json(by_alias=True))
-        pipe.delete(keys.asks_concluded(seat_id))
+        pipe.delete(keys.asks_concluded(seat_id), keys.asks_held(seat_id))
         pipe.execute()
         return lifted
 

@@ -442,6 +442,11 @@ def asks_concluded(seat_id: str) -> str:
     return f"{PREFIX}asks:concluded:{seat_id}"
 
 
+def asks_held(seat_id: str) -> str:
+    """The seat's hold marker (set once per hold: one operator ask however many judge it)."""
+    return f"{PREFIX}asks:held:{seat_id}"
+
+
 def asks_brake(seat_id: str) -> str:
     return f"{PREFIX}asks:brake:{seat_id}"
 
