@@ -235,7 +235,10 @@ class AskStore:
     # ------------------------------------------------------------------ the brake
 
     def brake(self, seat_id: str) -> AskBrake | None:
-        raw = self.r.get(keys.asks_brake(seat_id))
+        """The seat's hold, or (not held) the last one lifted while it is kept; None when it
+        was never held."""
+        held, lifted = self.r.mget([keys.asks_brake(seat_id), keys.asks_lifted(seat_id)])
+        raw = held if held is not None else lifted
         return None if raw is None else AskBrake.model_validate_json(raw)
 
     def concluded(self, seat_id: str, limit: int = 5) -> list[tuple[str, Concluded]]:
@@ -248,17 +251,10 @@ class AskStore:
 
     def hold(self, brake: AskBrake) -> bool:
         """Hold the seat's asks; False when they already are (one hold, one operator ask).
-        Two judgements at once (a declining click and an expiry) hold it once: the first to
-        set the seat's hold marker holds it."""
-        marker = keys.asks_held(brake.seat_id)
-        if not self.r.set(marker, brake.since_ms, nx=True):
-            current = self.brake(brake.seat_id)
-            if current is not None and current.held:
-                return False
-            # A marker without a held record: a holder died between the two writes.
-            self.r.set(marker, brake.since_ms)
-        self.r.set(keys.asks_brake(brake.seat_id), brake.model_dump_json(by_alias=True))
-        return True
+        Two judgements at once (a declining click and an expiry) hold it once: the record is
+        written only where there is none (a lifted hold leaves none)."""
+        key = keys.asks_brake(brake.seat_id)
+        return bool(self.r.set(key, brake.model_dump_json(by_alias=True), nx=True))
 
     def note_hold(self, seat_id: str, tracking_id: str) -> None:
         current = self.brake(seat_id)
@@ -273,8 +269,10 @@ class AskStore:
             return None
         lifted = current.model_copy(update={"held": False, "lifted_at_ms": now_ms, "lifted_by": by})
         pipe = self.r.pipeline()
-        pipe.set(keys.asks_brake(seat_id), lifted.model_dump_json(by_alias=True))
-        pipe.delete(keys.asks_concluded(seat_id), keys.asks_held(seat_id))
+        pipe.delete(keys.asks_brake(seat_id), keys.asks_concluded(seat_id))
+        pipe.set(
+            keys.asks_lifted(seat_id), lifted.model_dump_json(by_alias=True), px=self.retention_ms
+        )
         pipe.execute()
         return lifted
 

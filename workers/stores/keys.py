@@ -442,9 +442,9 @@ def asks_concluded(seat_id: str) -> str:
     return f"{PREFIX}asks:concluded:{seat_id}"
 
 
-def asks_held(seat_id: str) -> str:
-    """The seat's hold marker (set once per hold: one operator ask however many judge it)."""
-    return f"{PREFIX}asks:held:{seat_id}"
+def asks_lifted(seat_id: str) -> str:
+    """The seat's last lifted hold (kept for the record; `asks_brake` is the hold itself)."""
+    return f"{PREFIX}asks:lifted:{seat_id}"
 
 
 def asks_brake(seat_id: str) -> str:
