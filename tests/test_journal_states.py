@@ -102,6 +102,7 @@ REDIS_COMMANDS = frozenset(
         "ZREMRANGEBYRANK",
         "ZREMRANGEBYSCORE",
         "ZREVRANGE",
+        "ZREVRANGEBYSCORE",  # ask_create: the ask of the latest earlier attempt
         "ZSCORE",
         "HMGET",
         "HSTRLEN",

@@ -28,13 +28,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from celery import Celery
 
 from contracts.asks import Ask, EscalationStep
 from contracts.messages import AskEscalation
 from contracts.work import WorkReport
-from pipeline.asks import Ladder, escalated, escalation_report, on_due
+from pipeline.asks import Ladder, escalated, escalation_report, on_due, withdrawn
 from workers.clock import now_ms
 from workers.container import Container
 from workers.queues import Task
@@ -50,6 +51,8 @@ BATCH = 200  # due asks one tick takes at most (the oldest deadlines first)
 # How long a rung whose send the gate holds (its person's quiet hours, a weekend's included)
 # keeps the ask from going further up; past it the ask goes on without that rung.
 RUNG_WAIT_MS = 3 * 86_400_000
+# How soon an ask waiting on such a rung is looked at again.
+RECHECK_MS = 5 * 60_000
 
 
 @dataclass
@@ -158,9 +161,12 @@ class AsksTick:
                 return "not_due"
             telemetry().ask_timed_out("woke")
             return "woke"
+        if due.kind in ("escalate", "expire") and self._rung_in_flight(ask, now):
+            # Not past a rung that has asked nobody yet (nor expired before its top rung
+            # is sent): looked at again in a while, behind the others.
+            asks.postpone(ask.id, now + RECHECK_MS)
+            return "not_due"
         if due.kind == "escalate":
-            if self._rung_in_flight(ask, now):
-                return "not_due"
             return self._escalate(ask, due.target, due.why, now)
         if due.kind == "expire":
             return self._expire(ask, ladder, due.why, now)
@@ -276,8 +282,13 @@ class AsksTick:
         for ask in self.container.asks.pending_since(now - lease, self.batch):
             try:
                 op = self.container.ledger.op_state(ask.tracking_id)
-                if int(op.get("attempt") or 0) != ask.attempt:
-                    continue  # the op moved on to a later attempt, whose ask withdrew this one
+                moved = int(op.get("attempt") or 0)
+                if moved != ask.attempt:
+                    # The op moved on to another attempt, whose own ask is the one sent.
+                    why = f"its send moved on to attempt {moved}: that attempt's ask is the one"
+                    self.container.asks.update(ask.id, partial(withdrawn, why=why, now_ms=now))
+                    settled.append(ask.id)
+                    continue
                 entry = self.container.journal.get(ask.tracking_id) or {}
                 decision = entry.get("decision")
                 root = decision.get("threadRootId") if isinstance(decision, dict) else None
@@ -294,6 +305,10 @@ class AsksTick:
                 continue
             if after is not None and after.state != "pending":
                 settled.append(ask.id)
+            else:
+                # Still in flight (deferred to someone's morning, retrying): looked at again
+                # after the others, so a few long waits never hide the rest.
+                self.container.asks.recheck_pending(ask.id, now)
         return settled
 
 

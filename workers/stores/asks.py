@@ -190,8 +190,19 @@ class AskStore:
     def pending_since(self, before_ms: int, limit: int = 200) -> list[Ask]:
         """Open asks created before `before_ms` still pending (their send's end not yet
         written on them): for the tick to settle from the send's op."""
-        ids = [text(i) for i in self.r.zrangebyscore(keys.ASKS_OPEN, "-inf", before_ms, 0, limit)]
+        ids = [
+            text(i) for i in self.r.zrangebyscore(keys.ASKS_PENDING, "-inf", before_ms, 0, limit)
+        ]
         return [a for a in self.many(ids) if a.state == "pending"]
+
+    def recheck_pending(self, ask_id: str, at_ms: int) -> None:
+        """Put a pending ask at the back of the pending index (still in flight at `at_ms`)."""
+        self.r.zadd(keys.ASKS_PENDING, {ask_id: at_ms}, xx=True)
+
+    def postpone(self, ask_id: str, at_ms: int) -> None:
+        """Put a due ask at `at_ms` in the due index (its deadline stands on the record): an
+        ask that must wait (a rung not yet sent) never holds the head of the index."""
+        self.r.zadd(keys.ASKS_DUE, {ask_id: at_ms}, xx=True)
 
     # ------------------------------------------------------------------ consents, declines
 
@@ -331,6 +342,7 @@ class AskStore:
                 keys.ASKS_OPEN,
                 keys.ask_latest(ask.dedupe_key),
                 keys.ask_escalations(ask.escalates or ask.id),
+                keys.ASKS_PENDING,
                 *[keys.asks_of_person(t.member_id) for t in ask.targets],
                 *([keys.asks_of_item(ask.item_id)] if ask.item_id else []),
             ],
@@ -380,6 +392,7 @@ class AskStore:
                 keys.asks_concluded(after.seat_id),
                 *InboxRoom.KEYS,
                 *inbox,
+                keys.ASKS_PENDING,
                 *(message or [keys.ask_message("-", "-")]),
             ],
             args=[
@@ -404,6 +417,7 @@ class AskStore:
                 0 if consent is None else consent.expires_at_ms + self.retention_ms,
                 "1" if message else "0",
                 self._link_ms(after),
+                "1" if after.state == "pending" else "0",
             ],
         )
         return text(verb), int(position)  # type: ignore[return-value]

@@ -382,6 +382,7 @@ def direction_log(direction_id: str) -> str:
 ASKS_ALL = f"{PREFIX}asks"
 ASKS_OPEN = f"{PREFIX}asks:open"
 ASKS_DUE = f"{PREFIX}asks:due"
+ASKS_PENDING = f"{PREFIX}asks:pending"  # zset askId -> created ms, asks whose send is in flight
 CONSENTS = f"{PREFIX}consents"  # zset consentId -> expires at ms
 # Set (with a TTL of an hour) when a tick trimmed the ask indexes: one trim an hour.
 ASKS_TRIMMED = f"{PREFIX}asks:trimmed"

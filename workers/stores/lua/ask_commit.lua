@@ -7,13 +7,15 @@
 --   5 the work's consents (zset), 6 all consents (zset), 7 the work's declines (hash),
 --   8 the seat's concluded asks (list), 9 stats hash, 10 ledger seats set,
 --   11 inbox stream, 12 inbox meta, 13 seat counters, 14 seat ledger stream,
---   15.. the message it landed as, and its thread's root (strings: its id, for replies).
+--   15 the pending asks (zset), 16.. the message it landed as, and its thread's root
+--   (strings: its id, for replies).
 -- ARGV: 1 expected version, 2 new doc, 3 op id, 4 ask id, 5 open (1/0), 6 deadline ms or '',
 --   7 keep ms once final (0: no expiry), 8 consent doc or '', 9 consent id,
 --   10 consent expires at ms, 11 decline scope field or '', 12 decline doc,
 --   13 concluded entry or '', 14 inbox item or '', 15..18 the inbox room (inbox_room),
 --   19 the seat id, 20 the consent doc's own expiry (ms since the epoch),
---   21 '1' to point the message key at the ask, 22 how long that key is kept (ms).
+--   21 '1' to point the message key at the ask, 22 how long that key is kept (ms),
+--   23 '1' while the ask is still pending (its send not yet ended).
 -- Returns {'ok', version, position} / {'again', version, 0} / {'conflict', version, 0}.
 local got = redis.call('HMGET', KEYS[1], 'v', 'op')
 if not got[1] then return {'missing', -1, 0} end
@@ -49,8 +51,9 @@ if ARGV[13] ~= '' then
   redis.call('LTRIM', KEYS[8], 0, 19)
 end
 if ARGV[21] == '1' then
-  for i = 15, #KEYS do redis.call('SET', KEYS[i], id, 'PX', ARGV[22]) end
+  for i = 16, #KEYS do redis.call('SET', KEYS[i], id, 'PX', ARGV[22]) end
 end
+if ARGV[23] ~= '1' then redis.call('ZREM', KEYS[15], id) end
 local position = 0
 if ARGV[14] ~= '' then
   local room = inbox_room(ARGV[15], ARGV[16], ARGV[17], ARGV[18], KEYS[9], KEYS[10])

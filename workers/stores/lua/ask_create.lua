@@ -4,7 +4,8 @@
 -- KEYS: 1 the ask's hash, 2 all asks (zset), 3 the seat's (zset), 4 the work's (zset),
 --   5 the open asks (zset), 6 the dedupe key's asks (zset by attempt), 7 the escalated ask's
 --   escalations (set; written only for an escalation's own ask), 8.. each further index the
---   ask is listed in (zset): each target's, and the GitHub item's it is about.
+--   ask is listed in (zset): the pending asks, each target's, and the GitHub item's it is
+--   about.
 -- ARGV: 1 the document (JSON), 2 created at ms, 3 the ask id, 4 its attempt, 5 '1' for an
 --   escalation's own ask, 6 how long the work's and the dedupe key's indexes are kept (ms).
 -- Returns {'new' or 'exists', doc, the ask of the latest earlier attempt under its dedupe key
