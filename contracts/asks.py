@@ -84,6 +84,7 @@ class AskEvent(Wire):
         "snoozed",
         "woke",
         "escalated",
+        "rung_unasked",
         "closed",
         "late_answer",
     ]

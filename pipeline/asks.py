@@ -585,6 +585,17 @@ def on_due(ask: Ask, ladder: Ladder, *, now_ms: int) -> Due:
     return Due("escalate", ask, target=target, why=why)
 
 
+def rung_unasked(ask: Ask, level: int, code: str, why: str, *, now_ms: int) -> Ask | None:
+    """A rung raised for this ask asked nobody (its decision was refused, or its send
+    failed or was blocked): written down, and the ask is due at once, so the next tick goes
+    on up the ladder (past that rung's person, who counts as asked) or expires it, instead of
+    waiting a whole timeout on nobody. None when the ask has ended."""
+    if not ask.is_open or ask.state == "snoozed":
+        return None
+    said = f"rung {level} asked nobody ({code}): {why}"
+    return _with(ask, (now_ms, "rung_unasked", code, said, None), deadline_ms=now_ms)
+
+
 def escalated(ask: Ask, step: EscalationStep, why: str, *, now_ms: int) -> Ask:
     """The ask after one rung up was raised: `escalated`, with a new deadline."""
     if any(e.level == step.level for e in ask.escalations):

@@ -28,6 +28,7 @@ from pipeline.asks import (
     next_rung,
     on_due,
     read_record,
+    rung_unasked,
     send_ended,
     when,
     withdrawn,
@@ -344,3 +345,21 @@ def test_when_reads_an_epoch_time_as_the_calendar_does(ms: int) -> None:
 
     expected = dt.datetime.fromtimestamp(ms // 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert when(ms) == expected
+
+
+def test_a_rung_that_asked_nobody_makes_its_ask_due_at_once() -> None:
+    ask = _open()
+    now = ask.deadline_ms or 0
+    due = on_due(ask, LADDER, now_ms=now)
+    assert due.target is not None
+    step = EscalationStep(
+        level=1, target_id=due.target[0], rung=due.target[1], at_ms=now, tracking_id="t1"
+    )
+    climbed = escalated(ask, step, due.why, now_ms=now)
+    told = rung_unasked(climbed, 1, "rate_limited_target", "ava had her day's asks", now_ms=now + 5)
+    assert told is not None and told.deadline_ms == now + 5
+    assert told.history[-1].event == "rung_unasked"
+    again = on_due(told, LADDER, now_ms=now + 5)
+    assert again.kind == "escalate" and again.target == ("gus", "seat_supervisor")
+    ended = answer_ask(told, AnswerIn("done", "ben", "api"), now_ms=now + 6).ask
+    assert rung_unasked(ended, 1, "x", "y", now_ms=now + 7) is None

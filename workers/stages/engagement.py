@@ -14,7 +14,14 @@ from celery import Celery
 from contracts import EngagementDecision
 from contracts.messages import AskContext, DecisionEnvelope, WorkEnvelope
 from contracts.send import SendMode
-from pipeline.asks import as_escalation, asking_of, read_record, rung_moot, withdrawn
+from pipeline.asks import (
+    as_escalation,
+    asking_of,
+    read_record,
+    rung_moot,
+    rung_unasked,
+    withdrawn,
+)
 from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
 from pipeline.guardrails import check_guardrails, dedupe_key_for, judge
 from workers.clock import now_ms
@@ -129,6 +136,7 @@ class Engagement:
         _recorded(env, stored)
         self._withdraw(env, plan, stored.now_ms)
         if not stored.engage:
+            self._unasked(env, stored)
             return None
         return nxt.model_copy(update={"decision": stored})
 
@@ -160,6 +168,25 @@ class Engagement:
             now_ms=plan.now_ms,
             escalation=env.escalation is not None,
         )
+
+    def _unasked(self, env: WorkEnvelope, stored: EngagementDecision) -> None:
+        """A rung that engaged nobody (a guardrail, the record): its ask is told, so it goes
+        on up the ladder at the next tick. Best-effort: a failure is logged, and the ask's
+        own timeout still moves it on."""
+        esc = env.escalation
+        if self.asks is None or esc is None:
+            return
+        code = stored.reason_code or "nobody"
+        why = stored.reason or ""
+        try:
+            self.asks.update(
+                esc.ask_id,
+                lambda a: rung_unasked(a, esc.level, code, why, now_ms=stored.now_ms),
+            )
+        except Exception:
+            log.exception(
+                "could not tell ask %s that its rung %d asked nobody", esc.ask_id, esc.level
+            )
 
     def _withdraw(self, env: WorkEnvelope, plan: EngagementDecision, now: int) -> None:
         """The seat's work moved on: reported done, or its report no longer fires the

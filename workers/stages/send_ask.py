@@ -18,6 +18,7 @@ from pipeline.asks import (
     new_ask,
     reopened,
     rung_landed,
+    rung_unasked,
     send_ended,
     withdrawn,
 )
@@ -148,9 +149,14 @@ def settle_ask(
     if outcome not in closed:
         return asks.get(ask_id)
     end = closed[outcome]
-    return asks.update(
+    ended = asks.update(
         ask_id, lambda a: send_ended(a, end, why or outcome, now_ms=now_ms), known=known
     )
+    if ended is not None and ended.escalates is not None and ended.closed == end:
+        # A rung whose send asked nobody: the ask it escalates goes on without it.
+        level, said = ended.level, why or outcome
+        asks.update(ended.escalates, lambda r: rung_unasked(r, level, end, said, now_ms=now_ms))
+    return ended
 
 
 def settle_from_op(
