@@ -215,7 +215,12 @@ def test_the_record_answers_a_plan_before_it_is_asked_again() -> None:
     newer = read_record(
         plan, _view(latest=answered), revision=2, scope=None, risk_kinds=(), now_ms=NOW
     )
-    assert newer.engage  # a later revision is new facts
+    assert newer.reason_code == "already_answered"  # new facts are another key, not a revision
+    declined = answer_ask(_open(), AnswerIn("declined", "ben", "api"), now_ms=NOW + 20).ask
+    redo = read_record(
+        plan, _view(latest=declined), revision=2, scope=None, risk_kinds=(), now_ms=NOW
+    )
+    assert redo.engage  # changes asked for: the later revision is asked again
     still = read_record(
         plan, _view(latest=_open()), revision=1, scope=None, risk_kinds=(), now_ms=NOW
     )
