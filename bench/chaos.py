@@ -64,7 +64,8 @@ SEATWIRE = str(Path(sys.executable).parent / "seatwire")
 # are sized so that most people are asked more often than this (G tests the guardrail).
 PEOPLE = ["ben", "ava", "chloe", "devi", "emil", "faye", "gus", "hana", "ivan", "jo", "lea"]
 PER_TARGET_PER_DAY = 20
-WORKER = ["worker", "--queues", "engagement,guardrails,send", "--concurrency", "1"]
+STAGE_QUEUES = "engagement,guardrails,send"  # the queues a fleet's workers consume by default
+WORKER = ["worker", "--queues", STAGE_QUEUES, "--concurrency", "1"]
 
 
 def redis_server_path() -> str | None:
@@ -376,14 +377,21 @@ def fleet_env(server: RedisServer, workdir: Path, **extra: str) -> dict[str, str
 
 @contextmanager
 def fleet(
-    server: RedisServer, workdir: Path, *, workers: int = 2, beat: bool = True, **env: str
+    server: RedisServer,
+    workdir: Path,
+    *,
+    workers: int = 2,
+    beat: bool = True,
+    queues: str = STAGE_QUEUES,
+    **env: str,
 ) -> Iterator[Fleet]:
-    """The ingress, `workers` worker processes and (unless told) beat, on `server`."""
+    """The ingress, `workers` worker processes (each consuming `queues`, comma-separated) and
+    (unless told) beat, on `server`."""
     f = Fleet(redis=server, workdir=workdir, env=fleet_env(server, workdir, **env))
     try:
         f.spawn("ingress", ["ingress", "--host", "127.0.0.1", "--port", str(f.port)])
         for i in range(workers):
-            f.spawn(f"worker-{i}", WORKER)
+            f.spawn(f"worker-{i}", ["worker", "--queues", queues, "--concurrency", "1"])
         if beat:
             f.spawn("beat", ["beat"])
         f.wait_ready()

@@ -21,9 +21,17 @@ The points the stages pass through, in order (the send stage's are the exactly-o
     send:after_done_before_ack           the outcome is recorded, the message not yet acked
     steward:after_audit                  a run's audit is written, nothing dispatched yet
     steward:after_dispatch               one dispatch is done, the next not yet begun
+    directedness:before_answer           an inbound event is a reply to an ask, and neither
+                                         its answer nor the event is recorded yet
+    answers:after_answer_recorded        an answer and the seat's `ask_answered` item are
+                                         written, nothing after them done: for a reply (in a
+                                         worker) its redelivery marker not set and the event
+                                         not recorded; for a click (in the ingress) not yet
+                                         answered 200; the message not changed in place
 
 A steward point's "tracking id" is `objective key:dispatch id` (the objective key alone for
-`after_audit`), so `match` can aim at one objective.
+`after_audit`), so `match` can aim at one objective. An answer point's is `via:ask id`
+(`slack_thread:ask-...`, `slack_button:ask-...`), so `match` can aim at one surface or one ask.
 
 A malformed variable is refused when the process reads it: a fault test that silently injects
 nothing would pass for the wrong reason.
@@ -49,6 +57,8 @@ POINTS = frozenset(
         "after_done_before_ack",
         "after_audit",
         "after_dispatch",
+        "before_answer",
+        "after_answer_recorded",
     }
 )
 

@@ -20,6 +20,7 @@ from contracts.asks import Ask
 from pipeline.asks import AnswerIn, brake_due, brake_report
 from workers.container import Container
 from workers.outbound.base import Outbound
+from workers.recovery.faults import crash_point
 from workers.stages.report_intake import intake_report, record_unroutable
 from workers.stores.asks import Answered, AskStore
 from workers.telemetry import telemetry
@@ -45,6 +46,9 @@ class Answers:
         message it answers is changed in place here; a caller that must answer fast (Slack's
         3 s) passes False and calls `show` after it answered."""
         got = self.asks.answer(ask_id, a, now_ms=now_ms)
+        # Recorded with the seat's inbox item, nothing after it done yet: whatever carried
+        # the answer (a redelivered reply, Slack's retried click) brings the same answer again.
+        crash_point("answers", "after_answer_recorded", f"{a.via}:{ask_id}")
         outcome = got.outcome
         telemetry().ask_answered(a.via, outcome.outcome, outcome.reason_code)
         if outcome.outcome == "answered":

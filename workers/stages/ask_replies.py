@@ -4,8 +4,12 @@ request an ask is about, by a person the ask asked, written after it landed.
 
 The event still reaches the seats as any other (its verdicts are the directedness stage's);
 the answer is a side effect, recorded through `Answers` like every answer (once, with the
-seat's inbox item). A failure here is logged and never fails the event. A redelivery of an
-event that already answered its ask answers nothing again (`AskStore.reply_answered`).
+seat's inbox item), just before the stage records the event (so that a worker killed between
+the two leaves the event's entry open, for the sweeper to deliver again: see
+workers/stages/directedness.py). A failure here is logged and never fails the event. A
+redelivery of an event that already answered its ask answers nothing again
+(`AskStore.reply_answered`), and one that died between the answer and that marker brings the
+same answer again (its key is the delivery id), not a late one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from contracts.inbound import Candidate
 from pipeline import decisions as rules
 from pipeline.asks import AnswerIn, github_answer, item_id_of, reply_refusal
 from workers.container import Container
+from workers.recovery.faults import crash_point
 from workers.stages.answers import Answers
 from workers.stores.asks import AskContended
 
@@ -66,6 +71,9 @@ def answer_by_reply(c: Container, candidate: Candidate, *, now_ms: int) -> list[
             if why_not is not None or person is None:
                 said.append(f"{ask.id}:{why_not}")
                 continue
+            # Nothing of the reply is recorded yet (neither its answer nor the event): a
+            # worker killed here leaves the event's entry open, and its next delivery answers.
+            crash_point("directedness", "before_answer", f"{reply.via}:{ask.id}")
             got = answers.answer(
                 ask.id,
                 # The delivery is the answer's key: delivered again after a crash that came

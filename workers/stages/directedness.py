@@ -4,7 +4,13 @@ reply in the thread of a direction's post is also their vote on it
 (workers/stages/directions.py): counted, or written into the direction's log with why not,
 after the event is recorded. A reply to an ask (in its Slack thread, or a comment or review
 on the GitHub item it is about) by a person it asked is also that ask's answer
-(workers/stages/ask_replies.py), recorded after the event and never failing it."""
+(workers/stages/ask_replies.py), never failing the event, and answered BEFORE the event is
+recorded: the record makes the event's entry final, and a final entry is never swept again,
+so a worker killed between the record and the answer (its message left unacked until the
+broker's visibility timeout, a quarter of an hour) would hold the answer back that long. In
+this order a worker killed after the answer leaves the entry open, the sweeper delivers it
+again (past its deadline, once the killed delivery's running mark lapses), and that delivery
+records the event and finds the answer made (the reply's delivery id is the answer's key)."""
 
 from __future__ import annotations
 
@@ -49,6 +55,10 @@ class Directedness:
         membership = reads_membership(candidate, channel)
         known = self.inbound.known(places, channel, membership=membership)
         resolved = resolve_concerned(candidate, view.roster, known, places)
+        if self.container is not None:  # first: see the module's docstring
+            answered = answer_by_reply(self.container, candidate, now_ms=self.clock_ms())
+            if answered:
+                log.info("%s is a reply to an ask: %s", env.tracking_id, ", ".join(answered))
         now = self.clock_ms()
         if self.container is not None:
             # Before the event's record: once that is written, a redelivery of the event is
