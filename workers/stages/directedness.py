@@ -55,10 +55,6 @@ class Directedness:
         membership = reads_membership(candidate, channel)
         known = self.inbound.known(places, channel, membership=membership)
         resolved = resolve_concerned(candidate, view.roster, known, places)
-        if self.container is not None:  # first: see the module's docstring
-            answered = answer_by_reply(self.container, candidate, now_ms=self.clock_ms())
-            if answered:
-                log.info("%s is a reply to an ask: %s", env.tracking_id, ", ".join(answered))
         now = self.clock_ms()
         if self.container is not None:
             # Before the event's record: once that is written, a redelivery of the event is
