@@ -173,7 +173,7 @@ def _reply(http: httpx.Client, ask: Ask, user: str, text: str, secret: str) -> s
     return str(resp.json()["deliveryId"])
 
 
-def _until(check: Callable[[], Any], timeout_s: float = 20) -> Any:
+def _until(check: Callable[[], Any], timeout_s: float = 60) -> Any:
     """`check()` once it says something (polled; a worker thread answers meanwhile)."""
     deadline = time.monotonic() + timeout_s
     while True:
