@@ -36,6 +36,9 @@ class AnswerView(Wire):
     answers: tuple[str, ...]
     by: tuple[str, ...]
     expires_at_ms: int | None = None
+    # The consent the ask's approval gave, while kept: revoke it with
+    # `POST /v1/consents/{id}/revoke` (the same `?token=`, `by` one of `by`).
+    consent: ConsentRecord | None = None
 
 
 class ConsentsPage(Wire):

@@ -42,6 +42,9 @@ AskClose = Literal[
     "answered_elsewhere",  # an escalation step whose ask was answered at another rung
 ]
 
+# What a request to revoke a consent did (pipeline/asks.py `revoke_consent`).
+RevokeOutcome = Literal["revoked", "refused"]
+
 MAX_ANSWER_TEXT = 2_000  # characters of an answer's text that are kept
 MAX_BODY = 3_000  # characters of an ask's words its record keeps
 MAX_HISTORY = 40  # events a record keeps (the first and the latest)
@@ -71,6 +74,10 @@ class AskAnswer(Wire):
     # An approved consent's record and until when it holds.
     consent_id: str | None = None
     consent_expires_at_ms: int | None = None
+    # Written with the consent record's revocation (the answer itself stands: it was given),
+    # so the message and a later decision read from the ask alone that it no longer holds.
+    consent_revoked_at_ms: int | None = None
+    consent_revoked_by: str | None = None
 
 
 class AskEvent(Wire):
@@ -87,6 +94,7 @@ class AskEvent(Wire):
         "rung_unasked",
         "closed",
         "late_answer",
+        "revoked",  # the consent an approval gave was revoked (the answer is kept)
     ]
     reason_code: str
     why: str

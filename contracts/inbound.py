@@ -143,6 +143,20 @@ class AskNote(Wire):
     consent_expires_at_ms: int | None = None
 
 
+class ConsentNote(Wire):
+    """What a `consent_revoked` item says: a consent given on the seat's ask was taken back,
+    by whom and when; a later step needing it asks again."""
+
+    consent_id: str
+    ask_id: str
+    work_id: str
+    scope: str | None = None
+    approved_by: str
+    approved_at_ms: int
+    revoked_by: str
+    at_ms: int
+
+
 class InboxItem(Wire):
     """A directed event in a seat's inbox, at its position."""
 
@@ -163,12 +177,19 @@ class InboxItem(Wire):
         description="present only on an item cut to fit its page (it was larger than a page "
         "on its own): which fields were cut and how long they were",
     )
-    # Only on an item that is not an inbound event: `ask_answered` (with `ask`).
+    # Only on an item that is not an inbound event: `ask_answered` (with `ask`),
+    # `consent_revoked` (with `consent`).
     kind: str | None = Field(default=None, exclude_if=lambda v: v is None)
     ask: AskNote | None = Field(
         default=None,
         exclude_if=lambda v: v is None,
         description="on an `ask_answered` item: the ask, its answer, who gave it and the text",
+    )
+    consent: ConsentNote | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="on a `consent_revoked` item: the consent taken back, who gave it, who "
+        "revoked it and when",
     )
 
 

@@ -10,6 +10,10 @@ in, the next record (with the event that says why) out.
 
 An answer can arrive in any open state, the send still in flight included; the first valid
 one wins and every later one is recorded as `late_answer`, changing nothing.
+
+An approved consent can be revoked (`revoke_consent`): the answer stands, the consent record
+and the answer say it was revoked, by whom and when, and the seat is told (`revoked_item`, a
+`consent_revoked` inbox item); a later decision no longer finds it on record.
 """
 
 from __future__ import annotations
@@ -36,9 +40,17 @@ from contracts.asks import (
     ConsentRecord,
     DeclineRecord,
     EscalationStep,
+    RevokeOutcome,
 )
 from contracts.engagement import EngagementDecision, GuardrailSummary
-from contracts.inbound import AskNote, Candidate, CandidateIds, InboxItem, MessagePart
+from contracts.inbound import (
+    AskNote,
+    Candidate,
+    CandidateIds,
+    ConsentNote,
+    InboxItem,
+    MessagePart,
+)
 from contracts.messages import AskContext, WorkEnvelope
 from contracts.work import Blocker, Risk, WorkReport
 
@@ -450,6 +462,147 @@ def decline_of(ask: Ask) -> DeclineRecord | None:
     )
 
 
+# ---------------------------------------------------------------------- revoking a consent
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """What one request to revoke a consent did: `revoked` (the consent, marked revoked; the
+    ask it was given on, with the revocation written on its answer; the seat's inbox item),
+    or `refused` (nothing changes), with the reason code and why."""
+
+    outcome: RevokeOutcome
+    reason_code: str
+    why: str
+    consent: ConsentRecord
+    ask: Ask | None = None
+    item: InboxItem | None = None
+
+
+def revokers(consent: ConsentRecord, ask: Ask | None) -> tuple[str, ...]:
+    """Who may revoke a consent themselves: the person who gave it, and anyone else its ask
+    was put to (a rung above included), since any of them could have given or refused it."""
+    asked = ask.asked_ids() if ask is not None else ()
+    return tuple(dict.fromkeys((consent.by, *asked)))
+
+
+def revoke_consent(
+    consent: ConsentRecord,
+    ask: Ask | None,
+    *,
+    by: str,
+    now_ms: int,
+    anyone: bool = False,
+) -> Revocation:
+    """Revoke `consent` as `by`. A consent already revoked or past its expiry is refused
+    (revoking twice changes nothing more); so is `by` who is not among its `revokers`,
+    unless `anyone` (an operator acting for them). `ask` is the ask it was given on, when
+    still kept: the revocation is written on its answer and in its history."""
+
+    def refused(code: str, why: str) -> Revocation:
+        return Revocation("refused", code, why, consent, ask)
+
+    if consent.revoked_at_ms is not None:
+        return refused(
+            "already_revoked",
+            f"consent {consent.id} was revoked by {consent.revoked_by} at "
+            f"{when(consent.revoked_at_ms)}",
+        )
+    if not consent.holds_at(now_ms):
+        return refused(
+            "consent_expired",
+            f"consent {consent.id} expired at {when(consent.expires_at_ms)}: nothing to revoke",
+        )
+    allowed = revokers(consent, ask)
+    if not anyone and by not in allowed:
+        return refused(
+            "not_a_revoker",
+            f"only {', '.join(allowed)} can revoke consent {consent.id}; {by} cannot",
+        )
+    revoked = consent.model_copy(update={"revoked_at_ms": now_ms, "revoked_by": by})
+    why = (
+        f"{by} revoked consent {consent.id} (given by {consent.by} at {when(consent.at_ms)}, "
+        f"until {when(consent.expires_at_ms)}): a later step needing it asks again"
+    )
+    marked: Ask | None = None
+    if ask is not None and ask.answer is not None and ask.answer.consent_id == consent.id:
+        answer = ask.answer.model_copy(
+            update={"consent_revoked_at_ms": now_ms, "consent_revoked_by": by}
+        )
+        marked = _with(ask, (now_ms, "revoked", "consent_revoked", why, by), answer=answer)
+    return Revocation(
+        "revoked", "consent_revoked", why, revoked, marked, revoked_item(revoked, marked or ask)
+    )
+
+
+def revoked_item(consent: ConsentRecord, ask: Ask | None = None) -> InboxItem:
+    """The `consent_revoked` item the seat's inbox gets when a consent given on its ask is
+    revoked (`consent` as revoked; `ask` for where it was given, when still kept)."""
+    at_ms = consent.revoked_at_ms if consent.revoked_at_ms is not None else consent.at_ms
+    by = consent.revoked_by or ""
+    note = ConsentNote(
+        consent_id=consent.id,
+        ask_id=consent.ask_id,
+        work_id=consent.work_id,
+        scope=consent.scope,
+        approved_by=consent.by,
+        approved_at_ms=consent.at_ms,
+        revoked_by=by,
+        at_ms=at_ms,
+    )
+    delivery = f"{consent.id}:revoked:{at_ms}"
+    landing = ask.landing if ask is not None else None
+    return InboxItem(
+        position=1,
+        delivery_id=delivery,
+        family="messaging",
+        source=ASK_SOURCE,
+        surface="ask",
+        reason="consent_revoked",
+        why=f"{by} revoked the consent {consent.by} gave on your ask {consent.ask_id} about "
+        f"{consent.work_id}: do not take that step on it; a report needing it asks again",
+        at_ms=at_ms,
+        candidate=Candidate(
+            family="messaging",
+            source=ASK_SOURCE,
+            delivery_id=delivery,
+            ids=CandidateIds(
+                channel_id=landing.channel_id if landing else None,
+                message_id=landing.message_id if landing else None,
+            ),
+            msg=MessagePart(author_id=by, body=""),
+            at_ms=at_ms,
+        ),
+        kind="consent_revoked",
+        consent=note,
+    )
+
+
+def revocable(ask: Ask, *, now_ms: int) -> str | None:
+    """The consent an answered ask's message may offer to revoke: its approval's, while it
+    holds as far as the ask knows (not revoked, not expired); None otherwise."""
+    a = ask.answer
+    if ask.state != "answered" or a is None or a.consent_id is None:
+        return None
+    if a.consent_revoked_at_ms is not None:
+        return None
+    if a.consent_expires_at_ms is not None and a.consent_expires_at_ms <= now_ms:
+        return None
+    return a.consent_id
+
+
+def with_root_consent(ask: Ask, root: Ask | None) -> Ask:
+    """An escalation's own ask as its message shows it: the consent its answer gave is the
+    one recorded on the ask it escalates (that record's id, expiry and revocation)."""
+    a = ask.answer
+    r = root.answer if root is not None else None
+    if a is None or r is None or a.consent_id is None or r.consent_id is None:
+        return ask
+    fields = ("consent_id", "consent_expires_at_ms", "consent_revoked_at_ms", "consent_revoked_by")
+    answer = a.model_copy(update={f: getattr(r, f) for f in fields})
+    return ask.model_copy(update={"answer": answer})
+
+
 # ---------------------------------------------------------------------- replies
 
 
@@ -752,13 +905,15 @@ def read_record(
     latest = view.latest
     if latest is not None and latest.dedupe_key == plan.dedupe_key:
         a = latest.answer
+        revoked = a is not None and a.consent_revoked_at_ms is not None
         # New facts are another reason code or target (another dedupe key). A declined ask
         # (changes requested, a refusal) is the one exception: a later revision of the work
-        # is what it asked for.
+        # is what it asked for. A consent taken back settles nothing any more.
         if (
             latest.state == "answered"
             and a is not None
             and (a.answer != "declined" or revision <= latest.revision)
+            and not revoked
         ):
             return _nobody(
                 plan,

@@ -12,6 +12,11 @@ each button's `action_id` is `seatwire_answer:<verb>` (`:week` added for the wee
 approval) and its `value` is `<ask id>|<verb>` (`|<consent ttl ms>` added when it has one).
 A click is ours only when all three agree; anything else Slack posts (a modal, a shortcut,
 another app's button) is read as `Ignored`, with the reason.
+
+An answered consent whose approval still holds carries one more button, in an actions block of
+its own (`block_id` `seatwire_consent:<consent id>`): "Revoke consent" (`action_id`
+`seatwire_revoke`, `value` `<consent id>|<ask id>`, with a confirm dialog), read back as a
+`RevokeClick`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pipeline.normalise import as_list, as_str, dig
 
 ASK_BLOCK = "seatwire_ask:"  # the actions block's block_id prefix
 ANSWER_ACTION = "seatwire_answer:"  # each button's action_id prefix
+CONSENT_BLOCK = "seatwire_consent:"  # the revoke button's block_id prefix
+REVOKE_ACTION = "seatwire_revoke"  # and its action_id
 SECTION_MAX = 3_000  # Slack's cap on a section's text
 CONTEXT_MAX = 3_000  # and on a context element's
 DAY_MS = 86_400_000
@@ -138,12 +145,47 @@ def button_json(ask_id: str, button: Button) -> dict[str, Any]:
     return element
 
 
+def revoke_json(consent_id: str, ask_id: str) -> dict[str, Any]:
+    """The actions block with the "Revoke consent" button of consent `consent_id`, given on
+    the message of ask `ask_id`."""
+    return {
+        "type": "actions",
+        "block_id": f"{CONSENT_BLOCK}{consent_id}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": REVOKE_ACTION,
+                "text": _plain("Revoke consent"),
+                "value": f"{consent_id}|{ask_id}",
+                "style": "danger",
+                "confirm": {
+                    "title": _plain("Revoke this consent?"),
+                    "text": {
+                        "type": "mrkdwn",
+                        "text": "The seat is told at once, and must not take this step on "
+                        "it; a later step needing it asks again.",
+                    },
+                    "confirm": _plain("Revoke"),
+                    "deny": _plain("Cancel"),
+                    "style": "danger",
+                },
+            }
+        ],
+    }
+
+
 def ask_blocks(
-    words: str, ask_id: str, trigger: str | None, *, context: str | None = None
+    words: str,
+    ask_id: str,
+    trigger: str | None,
+    *,
+    context: str | None = None,
+    revoke: str | None = None,
 ) -> list[dict[str, Any]]:
     """The message's blocks: its words (mrkdwn, cut to a section's cap), a context line when
-    there is one (how it was answered, snoozed or closed), and its buttons (`trigger` None:
-    none, as on an answered or closed ask)."""
+    there is one (how it was answered, snoozed or closed), its buttons (`trigger` None:
+    none, as on an answered or closed ask), and the button that revokes consent `revoke`
+    (an approved consent that still holds)."""
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": cut(words, SECTION_MAX)}}
     ]
@@ -160,6 +202,8 @@ def ask_blocks(
                 "elements": [button_json(ask_id, b) for b in buttons],
             }
         )
+    if revoke is not None:
+        blocks.append(revoke_json(revoke, ask_id))
     return blocks
 
 
@@ -180,6 +224,19 @@ class Click:
     action_id: str
     # When Slack stamped the click (the action's `action_ts`): one click delivered twice
     # carries the same one, two clicks two.
+    action_ts: str | None = None
+
+
+@dataclass(frozen=True)
+class RevokeClick:
+    """A click on an answered consent's "Revoke consent" button, in a message."""
+
+    consent_id: str
+    ask_id: str  # the ask whose message was clicked (an escalation's own, or the seat's)
+    user_id: str
+    channel_id: str
+    message_ts: str
+    response_url: str | None
     action_ts: str | None = None
 
 
@@ -219,28 +276,50 @@ def read_value(
     return ask_id, verb, ttl
 
 
-def _ours(actions: Sequence[Any]) -> tuple[Any, tuple[str, ButtonVerb, int | None]] | None:
-    """The first action that is one of an ask's buttons, and what it says."""
+def read_revoke(block_id: object, action_id: object, value: object) -> tuple[str, str]:
+    """(consent id, ask id) of a "Revoke consent" button; ValueError when it is not one."""
+    block, action, raw = as_str(block_id), as_str(action_id), as_str(value)
+    if block is None or action is None or raw is None:
+        raise ValueError("a button of ours has a block_id, an action_id and a value")
+    if not block.startswith(CONSENT_BLOCK) or action != REVOKE_ACTION:
+        raise ValueError(f"block {block[:60]!r} / action {action[:60]!r} is not a revoke button")
+    parts = raw.split("|")
+    if len(parts) != 2 or not parts[0] or not parts[1]:
+        raise ValueError(f"value {raw[:60]!r} is not <consent id>|<ask id>")
+    consent_id, ask_id = parts
+    if consent_id != block.removeprefix(CONSENT_BLOCK):
+        raise ValueError(f"value names consent {consent_id[:60]!r}, its block {block[:60]!r}")
+    return consent_id, ask_id
+
+
+Read = tuple[str, ButtonVerb, int | None] | tuple[str, str]
+
+
+def _ours(actions: Sequence[Any]) -> tuple[Any, Read] | None:
+    """The first action that is one of an ask's buttons or a revoke button, and what it
+    says."""
     for action in actions:
         fields = [dig(action, name) for name in ("block_id", "action_id", "value")]
-        try:
-            return action, read_value(*fields)
-        except ValueError:
-            continue
+        for reader in (read_value, read_revoke):
+            try:
+                return action, reader(*fields)
+            except ValueError:
+                continue
     return None
 
 
-def read_interaction(payload: Mapping[str, Any]) -> Click | Ignored:
-    """A click on an ask's button, or why this interaction is none: another type (a modal
-    submitted or closed, a shortcut, a message action), another app's or block's action, a
-    button in a view (no message to answer in place), or one without a clicker or message."""
+def read_interaction(payload: Mapping[str, Any]) -> Click | RevokeClick | Ignored:
+    """A click on an ask's button (or an answered consent's revoke button), or why this
+    interaction is none: another type (a modal submitted or closed, a shortcut, a message
+    action), another app's or block's action, a button in a view (no message to answer in
+    place), or one without a clicker or message."""
     kind = as_str(payload.get("type")) or "unknown"
     if kind != "block_actions":
         return Ignored(kind[:40], f"a {kind[:40]} interaction answers no ask")
     found = _ours(as_list(payload.get("actions")))
     if found is None:
         return Ignored(kind, "no action of an ask's buttons")
-    action, (ask_id, verb, ttl) = found
+    action, read = found
     if dig(payload, "container", "type") == "view" or payload.get("view") is not None:
         return Ignored(kind, "a button in a view, not on an ask's message")
     channel = as_str(dig(payload, "channel", "id")) or as_str(
@@ -252,6 +331,18 @@ def read_interaction(payload: Mapping[str, Any]) -> Click | Ignored:
     user = as_str(dig(payload, "user", "id"))
     if user is None:
         return Ignored(kind, "a click with no user who clicked")
+    if len(read) == 2:
+        consent_id, clicked = read
+        return RevokeClick(
+            consent_id=consent_id,
+            ask_id=clicked,
+            user_id=user,
+            channel_id=channel,
+            message_ts=ts,
+            response_url=as_str(payload.get("response_url")),
+            action_ts=as_str(dig(action, "action_ts")),
+        )
+    ask_id, verb, ttl = read
     return Click(
         ask_id=ask_id,
         verb=verb,

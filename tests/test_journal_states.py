@@ -24,7 +24,7 @@ from typing import get_args
 
 import pytest
 
-from contracts.asks import AnswerOutcome, AskClose, AskState
+from contracts.asks import AnswerOutcome, AskClose, AskState, RevokeOutcome
 from contracts.guardrails import COUNTED_OUTCOMES, Outcome
 from contracts.journal import (
     CLOSED_STATES,
@@ -352,13 +352,14 @@ def lua_findings(source: str, filename: str) -> list[str]:
 PY_POSITIONS = frozenset({"state", "verb", "outcome"})
 PY_KEYWORDS = frozenset({"outcome", "final_state", "close_as", "state", "verb"})
 # The send gate's outcomes are compared as `gate.outcome` in the send stage; an ask's states,
-# ends and answer outcomes (contracts/asks.py) as `ask.state`, `outcome.outcome`.
+# ends, answer and revocation outcomes (contracts/asks.py) as `ask.state`, `outcome.outcome`.
 PY_NAMED = (
     NAMED
     | frozenset(get_args(SendOutcome))
     | frozenset(get_args(AskState))
     | frozenset(get_args(AskClose))
     | frozenset(get_args(AnswerOutcome.model_fields["outcome"].annotation))
+    | frozenset(get_args(RevokeOutcome))
 )
 
 

@@ -317,7 +317,10 @@ def consents_revoke(
     revoked = c.asks.revoke(consent_id, by=by, now_ms=now)
     if revoked is None:
         _missing(f"there is no consent {consent_id!r}")
-    typer.echo(f"consent {consent_id} revoked by {by}: its scope is asked again")
+    typer.echo(
+        f"consent {consent_id} revoked by {by}: seat {revoked.seat_id} is told "
+        "(a consent_revoked item), and its scope is asked again"
+    )
 
 
 def register(cli: typer.Typer) -> None:

@@ -10,11 +10,15 @@ import pytest
 from pipeline.slack_buttons import (
     ASK_BLOCK,
     BUTTONS,
+    CONSENT_BLOCK,
+    REVOKE_ACTION,
     WEEK_MS,
     Click,
     Ignored,
+    RevokeClick,
     ask_blocks,
     read_interaction,
+    read_revoke,
     read_value,
 )
 
@@ -107,3 +111,54 @@ def test_other_interactions_are_ignored_by_type(kind: str) -> None:
 def test_a_section_is_cut_to_slacks_cap() -> None:
     [section] = ask_blocks("x" * 5_000, "a-1", None)
     assert len(section["text"]["text"]) == 3_000 and section["text"]["text"].endswith("…")
+
+
+def test_the_revoke_button_sits_in_its_own_block_and_reads_back() -> None:
+    blocks = ask_blocks("words", "ask-k-1", None, context="*Approved*", revoke="consent-k-1")
+    assert [b["type"] for b in blocks] == ["section", "context", "actions"]
+    [element] = blocks[-1]["elements"]
+    assert blocks[-1]["block_id"] == f"{CONSENT_BLOCK}consent-k-1"
+    assert (element["action_id"], element["value"], element["style"]) == (
+        REVOKE_ACTION,
+        "consent-k-1|ask-k-1",
+        "danger",
+    )
+    assert element["confirm"]["deny"]["text"] == "Cancel"
+    action = {**element, "block_id": blocks[-1]["block_id"], "action_ts": "1800000002.5"}
+    assert read_interaction(click(action)) == RevokeClick(
+        consent_id="consent-k-1",
+        ask_id="ask-k-1",
+        user_id="U0BEN",
+        channel_id="D1",
+        message_ts="1.000100",
+        response_url="https://hooks.slack.com/actions/T/1/x",
+        action_ts="1800000002.5",
+    )
+    # An ask's buttons and its revoke button are never offered together by the adapter, but
+    # each reads back as what it is.
+    both = ask_blocks("words", "ask-k-1", "irreversible_or_external", revoke="consent-k-1")
+    assert [b.get("block_id") for b in both[1:]] == [
+        f"{ASK_BLOCK}ask-k-1",
+        f"{CONSENT_BLOCK}consent-k-1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("block", "action", "value"),
+    [
+        ("seatwire_consent:c-1", "seatwire_revoke", "c-2|ask-1"),  # another consent
+        ("seatwire_consent:c-1", "seatwire_revoke", "c-1"),  # no ask
+        ("seatwire_consent:c-1", "seatwire_revoke", "c-1|ask-1|x"),
+        ("seatwire_consent:c-1", "seatwire_revoke", "c-1|"),
+        ("seatwire_consent:c-1", "seatwire_revoke:x", "c-1|ask-1"),  # another action
+        ("seatwire_ask:c-1", "seatwire_revoke", "c-1|ask-1"),  # an ask's block
+        (None, "seatwire_revoke", "c-1|ask-1"),
+    ],
+)
+def test_anything_but_exactly_a_revoke_button_is_not_one(
+    block: str | None, action: str, value: str
+) -> None:
+    with pytest.raises(ValueError):
+        read_revoke(block, action, value)
+    got = read_interaction(click({"block_id": block, "action_id": action, "value": value}))
+    assert isinstance(got, Ignored) and got.reason == "no action of an ask's buttons"

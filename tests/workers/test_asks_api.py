@@ -412,7 +412,8 @@ def test_the_links_page_offers_its_answers_and_posts_them_as_a_form(world: World
     )
     assert again.status_code == 409 and "Already settled" in again.text
     after = w.client.get(url, params={"token": token}, headers=HTML)
-    assert "<form" not in after.text and "Answered <b>approved</b> by ben" in after.text
+    assert "name=answer" not in after.text and "Answered <b>approved</b> by ben" in after.text
+    assert after.text.count("<form") == 1 and ">Revoke</button>" in after.text  # its consent
     forged = w.client.get(url, params={"token": token[:-2] + "xx"}, headers=HTML)
     assert forged.status_code == 401 and "This link does not work" in forged.text
 
@@ -552,6 +553,109 @@ def test_consents_are_listed_and_revoked(world: World) -> None:
     assert (again.status_code, again.json()["error"]) == (409, "already_revoked")
     missing = w.client.post("/v1/consents/consent-nothing/revoke", json={"by": "ava"}, headers=AUTH)
     assert (missing.status_code, missing.json()["error"]) == (404, "unknown_consent")
+
+
+def test_the_operators_revocation_tells_the_seat_and_shows_the_message(world: World) -> None:
+    w = world
+    ask = make_ask(w.asks, key="k-consent", trigger=CONSENT, now_ms=NOW)
+    consent = answer(w, ask.id, {"answer": "approved", "by": "ben"}).json()["consent"]
+    w.clock.ms = NOW + 1000
+    revoked = w.client.post(
+        f"/v1/consents/{consent['id']}/revoke", json={"by": "gus"}, headers=AUTH
+    )
+    assert revoked.status_code == 200, revoked.text
+    items = inbox(w)
+    assert [i.kind for i in items] == ["ask_answered", "consent_revoked"]
+    note = items[-1].consent
+    assert note is not None
+    assert (note.consent_id, note.revoked_by, note.approved_by, note.at_ms) == (
+        consent["id"],
+        "gus",
+        "ben",
+        NOW + 1000,
+    )
+    shown = w.outbound.shown[-1]  # its message, shown again once answered
+    assert shown.id == ask.id and shown.answer is not None
+    assert shown.answer.consent_revoked_by == "gus"
+    detail = w.client.get(f"/v1/asks/{ask.id}", headers=AUTH).json()["ask"]
+    assert detail["history"][-1]["event"] == "revoked"
+    assert detail["answer"]["consentRevokedAtMs"] == NOW + 1000
+
+
+def revoke_by_link(w: World, consent_id: str, token: str, by: str, **kw: Any) -> httpx2.Response:
+    return w.client.post(
+        f"/v1/consents/{consent_id}/revoke", json={"by": by}, params={"token": token}, **kw
+    )
+
+
+def test_a_link_revokes_its_asks_consent_for_the_people_it_names(world: World) -> None:
+    w = world
+    ask = make_ask(w.asks, key="k-consent", trigger=CONSENT, targets=("ben", "gus"), now_ms=NOW)
+    other = make_ask(w.asks, key="k-other", trigger=CONSENT, now_ms=NOW)
+    token = link_of(w, ask)
+    got = answer(
+        w, ask.id, {"answer": "approved", "by": "ben"}, headers={}, params={"token": token}
+    )
+    consent_id = got.json()["consent"]["id"]
+    view = w.client.get(f"/v1/asks/{ask.id}/answer", params={"token": token}).json()
+    assert view["consent"]["id"] == consent_id  # what a link's holder revokes
+
+    before = state(w, ask.id)
+    payload = token.rpartition(".")[0]
+    refusals = [
+        (payload + ".AAAA", "ben", 401, "invalid_link"),
+        (link_of(w, other), "ben", 404, "unknown_consent"),  # nothing revealed
+        (token, "jo", 403, "not_a_link_target"),
+        (token, "somebody", 422, "unknown_member"),
+    ]
+    for tok, by, status, error in refusals:
+        refused = revoke_by_link(w, consent_id, tok, by)
+        assert (refused.status_code, refused.json()["error"]) == (status, error), (by, error)
+    assert state(w, ask.id) == before
+    kept = w.asks.consent(consent_id)
+    assert kept is not None and kept.revoked_at_ms is None
+
+    w.clock.ms = NOW + 5_000
+    revoked = revoke_by_link(w, consent_id, token, "gus")  # asked too, though ben gave it
+    assert revoked.status_code == 200, revoked.text
+    assert (revoked.json()["revokedBy"], revoked.json()["revokedAtMs"]) == ("gus", NOW + 5_000)
+    assert [i.kind for i in inbox(w)] == ["ask_answered", "consent_revoked"]
+    again = revoke_by_link(w, consent_id, token, "ben")
+    assert (again.status_code, again.json()["error"]) == (409, "already_revoked")
+    assert [i.kind for i in inbox(w)].count("consent_revoked") == 1
+
+
+def test_the_links_page_offers_to_revoke_an_approved_consent(world: World) -> None:
+    w = world
+    ask = make_ask(w.asks, key="k-consent", trigger=CONSENT, now_ms=NOW)
+    token = link_of(w, ask)
+    answer(w, ask.id, {"answer": "approved", "by": "ben"}, headers={}, params={"token": token})
+    consent_id = f"consent-{ask.id.removeprefix('ask-')}"
+    url = f"/v1/asks/{ask.id}/answer"
+    page = w.client.get(url, params={"token": token}, headers=HTML)
+    assert page.status_code == 200 and ">Revoke</button>" in page.text
+    action = f'action="../../consents/{consent_id}/revoke?token='
+    assert action in page.text and 'name=by value="ben"' in page.text
+
+    w.clock.ms = NOW + 7_000
+    posted = w.client.post(
+        f"/v1/consents/{consent_id}/revoke",
+        params={"token": token},
+        content=b"by=ben",
+        headers={**HTML, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert posted.status_code == 200 and "Consent revoked" in posted.text
+    stored = w.asks.consent(consent_id)
+    assert stored is not None and (stored.revoked_by, stored.revoked_at_ms) == ("ben", NOW + 7_000)
+    after = w.client.get(url, params={"token": token}, headers=HTML)
+    assert "<form" not in after.text and "The consent was revoked by ben" in after.text
+    twice = w.client.post(
+        f"/v1/consents/{consent_id}/revoke",
+        params={"token": token},
+        content=b"by=ben",
+        headers={**HTML, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert twice.status_code == 409 and "Nothing to revoke" in twice.text
 
 
 def test_a_held_seat_is_released_once(world: World) -> None:

@@ -107,15 +107,17 @@ def test_the_tools_route_answers_the_open_tool_result(document: dict[str, Any]) 
     assert tool["type"] == "object" and tool["additionalProperties"] is True
 
 
-# The one route that also takes an answer link (`?token=`) instead of the operator's token.
+# The routes that also take an answer link (`?token=`) instead of the operator's token: the
+# answer route, and revoking the consent an ask's approval gave.
 ANSWER = "/v1/asks/{ask_id}/answer"
+LINKED = frozenset({ANSWER, "/v1/consents/{consent_id}/revoke"})
 
 
 def test_each_v1_route_takes_the_bearer_token_of_its_role(document: dict[str, Any]) -> None:
     """Two bearer schemes, the seat's on a seat's own routes and the operator's on the rest
     and on /metrics; the other operational routes and the provider routes take none. The
-    answer route (its GET and its POST) takes the operator's token or an answer link (a query
-    parameter)."""
+    answer route (its GET and its POST) and the consent's revoke route take the operator's
+    token or an answer link (a query parameter)."""
     schemes = document["components"]["securitySchemes"]
     link = schemes.pop("answerLink")
     assert (link["type"], link["in"], link["name"]) == ("apiKey", "query", "token")
@@ -124,7 +126,7 @@ def test_each_v1_route_takes_the_bearer_token_of_its_role(document: dict[str, An
         "seatToken": ("http", "bearer"),
     }
     for path, method, operation in operations(document):
-        if path == ANSWER:
+        if path in LINKED:
             assert operation["security"] == [{"operatorToken": []}, {"answerLink": []}], method
             continue
         if path == "/metrics":

@@ -423,7 +423,10 @@ def test_show_answer_says_who_approved_and_when_without_buttons(slack: FakeSlack
     (post,) = slack.posts()
     assert (update.channel, update.ts) == (post.channel, post.ts)
     assert update.blocks is not None
-    section, context = update.blocks  # no actions block once answered
+    # No answer buttons once answered: only the approved consent's own "Revoke consent".
+    section, context, revoke = update.blocks
+    assert revoke["block_id"] == "seatwire_consent:consent-dk1-1"
+    assert [e["action_id"] for e in revoke["elements"]] == ["seatwire_revoke"]
     assert section["text"]["text"].startswith("*Needs your go-ahead:* drop it")
     assert "<@U0BEN> — what would you like?" in section["text"]["text"]
     line = context["elements"][0]["text"]
@@ -436,6 +439,46 @@ def test_show_answer_says_who_approved_and_when_without_buttons(slack: FakeSlack
     # The message as Slack now serves it: the new blocks, the old metadata (reconcile reads it).
     found = box.reconcile(ask(ask_id="ask-dk1-1", trigger="irreversible_or_external"), ctx())
     assert found is not None and found.message_id == post.ts
+
+
+def test_a_revoked_or_expired_consent_is_shown_without_its_revoke_button(
+    slack: FakeSlack,
+) -> None:
+    approval = {
+        "answer": "approved",
+        "by": "ben",
+        "via": "slack_button",
+        "atMs": 1_800_000_060_000,
+        "consentId": "consent-dk1-1",
+        "consentExpiresAtMs": 1_800_086_460_000,
+    }
+    clock = [1_800_000_100_000]
+    box = SlackOutbound(
+        token=slack.token,
+        api_url=slack.url,
+        timeout_s=5,
+        directory=lambda: PEOPLE,
+        clock_ms=lambda: clock[0],
+    )
+    revoked = landed_record(
+        slack,
+        box,
+        state="answered",
+        answer={**approval, "consentRevokedAtMs": 1_800_000_090_000, "consentRevokedBy": "ben"},
+    )
+    assert box.show_answer(revoked) is True
+    update = slack.updates()[-1]
+    assert update.blocks is not None
+    assert [b["type"] for b in update.blocks] == ["section", "context"]
+    line = update.blocks[1]["elements"][0]["text"]
+    assert line.endswith(
+        "· consent revoked by <@U0BEN> on <!date^1800000090^{date_short_pretty} at {time}|"
+        "2027-01-15 08:01 UTC>"
+    )
+    assert "on record" not in line
+    clock[0] = 1_800_086_460_000  # the consent's day is over
+    assert box.show_answer(landed_record(slack, box, state="answered", answer=approval))
+    assert [b["type"] for b in slack.updates()[-1].blocks or ()] == ["section", "context"]
 
 
 def test_show_answer_names_a_member_without_a_slack_id_by_id(slack: FakeSlack) -> None:

@@ -34,7 +34,7 @@ from pipeline.asks import (
 )
 from pipeline.signatures import slack_headers
 from pipeline.slack_buttons import WEEK_MS
-from tests.fake_slack import FakeSlack, Post
+from tests.fake_slack import FakeSlack, Post, Update
 from tests.fakes import BLOCKED_REPORT, Clock
 from workers import bootstrap
 from workers.celery_app import create_app
@@ -199,7 +199,7 @@ def signed(body: bytes, stamp: int | None = None, secret: str = SECRET) -> dict[
     return {**headers, "Content-Type": FORM}
 
 
-def button(post: Post, action_id: str) -> tuple[str, dict[str, Any]]:
+def button(post: Post | Update, action_id: str) -> tuple[str, dict[str, Any]]:
     """The actions block's id and the button with `action_id` in a posted message."""
     for block in post.blocks or ():
         for element in block.get("elements", ()):
@@ -208,7 +208,9 @@ def button(post: Post, action_id: str) -> tuple[str, dict[str, Any]]:
     raise AssertionError(f"no button {action_id} in {post.blocks}")
 
 
-def click_payload(post: Post, action_id: str, user: str, response_url: str) -> dict[str, Any]:
+def click_payload(
+    post: Post | Update, action_id: str, user: str, response_url: str
+) -> dict[str, Any]:
     """A block_actions payload shaped like Slack's (bolt-python's channel_button fixture), for
     a click by `user` on a button of `post`."""
     block_id, element = button(post, action_id)
@@ -302,7 +304,7 @@ def test_a_signed_click_approves_the_consent_and_the_message_shows_it(rig: Rig) 
     assert (item.ask.ask_id, item.ask.answer, item.ask.by) == (ask.id, "approved", "ben")
     [update] = rig.slack.updates()
     assert (update.channel, update.ts) == (post.channel, post.ts)
-    assert actions_of(update.blocks) == []  # answered: no buttons
+    assert actions_of(update.blocks) == ["seatwire_revoke"]  # answered: no answer buttons
     line = context_of(update.blocks)
     assert line.startswith("*Approved* by <@U0BEN> on <!date^1800000060^")
     assert "consent on record until <!date^" in line
@@ -411,7 +413,10 @@ def test_a_click_on_an_escalation_answers_the_seats_ask_and_both_messages_show_i
     shown = {(u.channel, u.ts): u for u in rig.slack.updates()}
     assert set(shown) == {(root_post.channel, root_post.ts), (up_post.channel, up_post.ts)}
     for update in shown.values():
-        assert actions_of(update.blocks) == []
+        # No answer buttons; both offer to revoke the one consent, recorded on the seat's ask.
+        assert actions_of(update.blocks) == ["seatwire_revoke"]
+        assert update.blocks is not None
+        assert update.blocks[-1]["block_id"] == f"seatwire_consent:consent-{root.id[4:]}"
         assert context_of(update.blocks).startswith("*Approved* by <@U0AVA>")
 
 
@@ -470,8 +475,9 @@ def test_a_double_click_is_one_answer_and_a_late_answer(rig: Rig) -> None:
     assert len(rig.inbox()) == 1
     [reply] = rig.replies.bodies
     assert reply["text"].startswith("Already answered: approved by <@U0BEN> on <!date^")
-    # Both clicks' messages say the first answer (the second heals a failed update).
-    assert all(actions_of(u.blocks) == [] for u in rig.slack.updates())
+    # Both clicks' messages say the first answer (the second heals a failed update): no
+    # answer buttons, only the approved consent's "Revoke consent".
+    assert all(actions_of(u.blocks) == ["seatwire_revoke"] for u in rig.slack.updates())
 
 
 def test_two_people_answering_one_ask_make_one_answer(rig: Rig) -> None:
@@ -634,3 +640,136 @@ def test_slack_sending_the_same_click_again_is_the_same_answer(rig: Rig) -> None
     assert [e.event for e in stored.history].count("answered") == 1
     assert "late_answer" not in [e.event for e in stored.history]
     assert len(rig.inbox()) == 1
+
+
+# ------------------------------------------------------------------ revoking a consent
+
+
+def revoke_payload(update: Post | Update, user: str, response_url: str) -> dict[str, Any]:
+    """A click on the "Revoke consent" button of a message as the last chat.update left it."""
+    return click_payload(update, "seatwire_revoke", user, response_url)
+
+
+def approved(rig: Rig) -> tuple[Ask, Update]:
+    """The consent asked of ben and approved by his click: the ask, and its message as the
+    approval left it (with its "Revoke consent" button)."""
+    ask, post = rig.ask(CONSENT)
+    assert rig.click(post, "seatwire_answer:approved", "U0BEN").status_code == 200
+    [update] = rig.slack.updates()
+    return ask, update
+
+
+def test_the_approver_revokes_by_click_and_the_seat_is_told(rig: Rig) -> None:
+    ask, update = approved(rig)
+    block_id, element = button(update, "seatwire_revoke")
+    consent_id = f"consent-{ask.id.removeprefix('ask-')}"
+    assert block_id == f"seatwire_consent:{consent_id}"
+    assert element["value"] == f"{consent_id}|{ask.id}" and element["style"] == "danger"
+    assert element["confirm"]["confirm"]["text"] == "Revoke"
+    rig.clock.ms = NOW + 120_000
+
+    resp = rig.post(revoke_payload(update, "U0BEN", rig.replies.url))
+    assert (resp.status_code, resp.content) == (200, b"")
+
+    consent = rig.asks.consent(consent_id)
+    assert consent is not None
+    assert (consent.revoked_by, consent.revoked_at_ms) == ("ben", NOW + 120_000)
+    assert rig.asks.consents(now_ms=NOW + 120_000) == []  # no longer holds
+    stored = rig.stored(ask.id)
+    assert stored.state == "answered" and stored.answer is not None  # the answer stands
+    assert stored.answer.consent_revoked_by == "ben"
+    assert (stored.history[-1].event, stored.history[-1].reason_code) == (
+        "revoked",
+        "consent_revoked",
+    )
+    kinds = [i.kind for i in rig.inbox()]
+    assert kinds == ["ask_answered", "consent_revoked"]
+    item = rig.inbox()[-1]
+    assert item.consent is not None
+    assert (item.consent.consent_id, item.consent.ask_id, item.consent.revoked_by) == (
+        consent_id,
+        ask.id,
+        "ben",
+    )
+    assert item.consent.approved_by == "ben" and item.consent.at_ms == NOW + 120_000
+    shown = rig.slack.updates()[-1]
+    assert (shown.channel, shown.ts) == (update.channel, update.ts)
+    assert actions_of(shown.blocks) == []  # no button once revoked
+    line = context_of(shown.blocks)
+    assert line.startswith("*Approved* by <@U0BEN>")
+    assert "consent revoked by <@U0BEN> on <!date^1800000120^" in line
+    assert "consent on record" not in line
+    assert rig.replies.bodies == []  # nothing to tell the clicker alone
+
+    # A later report needing that consent asks ben again: nothing is on record any more.
+    rig.clock.ms = NOW + 7 * 3_600_000  # hours later
+    for tracking, revision in (("t-2", 1), ("t-3", 2)):
+        rig.stages.journal.accept(
+            tracking,
+            kind="work",
+            seat_id="scout",
+            payload="{}",
+            now_ms=rig.clock.ms,
+            fingerprint="f",
+        )
+        env = WorkEnvelope(
+            tracking_id=tracking,
+            seat_id="scout",
+            accepted_at_ms=rig.clock.ms,
+            report=WorkReport.model_validate({**CONSENT, "revision": revision}),
+        )
+        decided = rig.stages.engagement(env)
+        assert isinstance(decided, DecisionEnvelope), tracking
+        assert decided.decision.engage
+        assert decided.decision.reason_code != "consent_on_record"
+        assert [t.member_id for t in decided.decision.targets] == ["ben"]
+
+
+def test_someone_the_consent_was_not_asked_of_cannot_revoke_it(rig: Rig) -> None:
+    ask, update = approved(rig)
+    before = snapshot(rig.r)
+    resp = rig.post(revoke_payload(update, "U0JO", rig.replies.url))
+    assert (resp.status_code, resp.content) == (200, b"")
+    assert snapshot(rig.r) == before
+    [reply] = rig.replies.bodies
+    assert reply["response_type"] == "ephemeral" and reply["replace_original"] is False
+    assert reply["text"] == "Only <@U0BEN> can revoke this consent: your click changes nothing."
+    assert len(rig.slack.updates()) == 1  # the message as the approval left it
+    consent = rig.asks.consent(f"consent-{ask.id.removeprefix('ask-')}")
+    assert consent is not None and consent.revoked_at_ms is None
+
+
+def test_slack_sending_the_same_revoke_again_changes_nothing_more(rig: Rig) -> None:
+    ask, update = approved(rig)
+    payload = revoke_payload(update, "U0BEN", rig.replies.url)
+    rig.clock.ms = NOW + 5_000
+    assert rig.post(payload).status_code == 200
+    after_first = snapshot(rig.r)
+    rig.clock.ms = NOW + 8_000  # Slack's retry, a few seconds on
+    assert rig.post(payload).status_code == 200
+    assert snapshot(rig.r) == after_first
+    assert [i.kind for i in rig.inbox()].count("consent_revoked") == 1
+    stored = rig.stored(ask.id)
+    assert [e.event for e in stored.history].count("revoked") == 1
+    assert stored.answer is not None and stored.answer.consent_revoked_at_ms == NOW + 5_000
+    [reply] = rig.replies.bodies
+    assert reply["text"].startswith("This consent was already revoked by <@U0BEN> on <!date^")
+    assert all(actions_of(u.blocks) == [] for u in rig.slack.updates()[1:])
+
+
+def test_a_revoke_click_on_a_consent_not_kept_or_expired_is_told_so(rig: Rig) -> None:
+    ask, update = approved(rig)
+    unknown = revoke_payload(update, "U0BEN", rig.replies.url)
+    unknown["actions"][0]["block_id"] = "seatwire_consent:consent-nope-1"
+    unknown["actions"][0]["value"] = f"consent-nope-1|{ask.id}"
+    before = snapshot(rig.r)
+    assert rig.post(unknown).status_code == 200
+    assert snapshot(rig.r) == before
+    assert rig.replies.bodies[-1]["text"] == (
+        "Seatwire has no consent consent-nope-1 (it is no longer kept): your click changes nothing."
+    )
+    rig.clock.ms = NOW + DEFAULT_CONSENT_TTL_MS + 1  # past the consent's day
+    late = revoke_payload(update, "U0BEN", rig.replies.url)
+    assert rig.post(late, stamp=rig.clock.ms // 1000).status_code == 200
+    assert snapshot(rig.r) == before
+    assert rig.replies.bodies[-1]["text"].startswith("This consent expired on <!date^")

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from contracts.asks import AnswerVerb, Ask, AskLanding
+from contracts.engagement import Target
 from contracts.messages import OutboundAsk
-from pipeline.asks import AnswerIn, answer_ask
+from pipeline.asks import AnswerIn, answer_ask, revoke_consent
 from tests.workers.test_webhook_adapter import CTX, adapter, verify
 from workers.errors import MaybeSent
 
@@ -62,6 +63,30 @@ def test_an_answer_is_posted_as_a_signed_event() -> None:
     assert hook.show_answer(answered("snoozed", snooze_until_ms=NOW + 3_600_000)) is True
     snoozed = json.loads(seen[2].content)
     assert (snoozed["answer"], snoozed["snoozeUntilMs"]) == ("snoozed", NOW + 3_600_000)
+
+
+def test_a_revoked_consent_is_shown_again_as_a_new_event() -> None:
+    seen: list[httpx.Request] = []
+
+    def receiver(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    hook = adapter(receiver)
+    consent = OPEN.model_copy(
+        update={"trigger": "irreversible_or_external", "targets": (Target(member_id="ben"),)}
+    )
+    approved = answer_ask(consent, AnswerIn("approved", "ben", "link"), now_ms=NOW + 5)
+    assert approved.consent is not None
+    got = revoke_consent(approved.consent, approved.ask, by="ben", now_ms=NOW + 9)
+    assert got.ask is not None
+    assert hook.show_answer(approved.ask) and hook.show_answer(got.ask)
+    first, second = (json.loads(r.content) for r in seen)
+    assert "consentRevokedAtMs" not in first
+    assert (second["consentRevokedAtMs"], second["consentRevokedBy"]) == (NOW + 9, "ben")
+    key = f"answered-ask-dk1-1-approved-{NOW + 5}"
+    assert seen[0].headers["webhook-id"] == key
+    assert seen[1].headers["webhook-id"] == f"{key}-revoked-{NOW + 9}"
 
 
 def test_nothing_to_show_posts_nothing_and_a_failing_receiver_raises() -> None:

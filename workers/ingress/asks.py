@@ -6,7 +6,7 @@ records and the nuisance brake.
     POST /v1/asks/{askId}/answer                an answer (the operator token, or ?token=)
     GET  /v1/asks/{askId}/answer?token=...      what the link answers (a browser: its page)
     GET  /v1/consents[?all=true&limit=]         consent records (active ones by default)
-    POST /v1/consents/{consentId}/revoke        {"by": MEMBER}
+    POST /v1/consents/{consentId}/revoke        {"by": MEMBER} (the operator token, or ?token=)
     POST /v1/seats/{seat}/asks/release          {"by": MEMBER}: lift the seat's brake
 
 Every route takes the operator token (v1.py `require_token`: a seat token is 403
@@ -44,6 +44,14 @@ message is changed in place where the adapter can (Slack's `chat.update`, the we
 `seatwire.ask_answered` event) after the answer is sent back, so a slow provider never holds
 it up (the record holds the answer whatever a message shows).
 
+The revoke route takes the same link, of the ask the consent was given on (or of one of its
+escalations), for the people it names: the link's page offers a Revoke button once the ask's
+approval gave a consent that still holds. Its refusals, in order: 401 as above, 415, 404
+`unknown_consent` (a link of another ask too), 422 `invalid_body` / `unknown_member`, 403
+`not_a_link_target`, 409 `already_revoked` / `consent_expired`. A revocation is recorded with
+the seat's `consent_revoked` inbox item (workers/stages/consents.py), and the consent's
+messages are shown again after the reply.
+
 The body is JSON (`AnswerRequest`), or a form (`application/x-www-form-urlencoded`, the same
 fields, as the link's page posts it). A request that accepts `text/html` and no JSON (a
 browser) is answered with a small page; any other gets the JSON above.
@@ -56,7 +64,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -83,8 +91,9 @@ from workers.ingress.http import (
 )
 from workers.ingress.v1 import OperatorCredentials, require_token
 from workers.stages.answers import Answers
+from workers.stages.consents import Consents
 from workers.stages.links import AnswerLinks
-from workers.stores.asks import Answered, AskContended, AskMissing
+from workers.stores.asks import Answered, AskContended, AskMissing, AskStore, Revoked
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 # The answer route decides its own caller: the operator's bearer token or an answer link.
@@ -262,21 +271,18 @@ async def answerer(
     return Answerer("api")
 
 
-def form_fields(raw: bytes) -> dict[str, Any]:
+def form_fields(raw: bytes, code: str = "invalid_answer") -> dict[str, Any]:
     """A form's fields as the JSON body would carry them: each once, the two numbers as
-    integers, empty optional fields left out; a 422 Refusal for a field given twice."""
+    integers, empty optional fields left out; a 422 Refusal (`code`) for a field given
+    twice."""
     try:
         parsed = parse_qs(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise Refusal(
-            problem(422, "invalid_answer", f"the form is not UTF-8 text: {exc}")
-        ) from None
+        raise Refusal(problem(422, code, f"the form is not UTF-8 text: {exc}")) from None
     data: dict[str, Any] = {}
     for name, values in parsed.items():
         if len(values) != 1:
-            raise Refusal(
-                problem(422, "invalid_answer", f"{name}: given {len(values)} times", field=name)
-            )
+            raise Refusal(problem(422, code, f"{name}: given {len(values)} times", field=name))
         value = values[0]
         if name in ("text", "snoozeUntilMs", "consentTtlMs") and not value.strip():
             continue
@@ -485,14 +491,18 @@ async def answer_page(
     except Refusal as refusal:
         return result_page(refusal.response) if browser else refusal.response
     offered = BUTTONS.get(ask.trigger or "", FALLBACK)
+    consent = await run_in_threadpool(consent_of, deps.container.asks, ask)
     if browser:
         form = form_html(ask, who, token) if token is not None else state_html(ask)
+        if consent is not None:
+            form += consent_html(consent, who, token, now_ms=deps.clock_ms())
         return page(200, "Answer an ask", ask_html(ask) + form)
     view = AnswerView(
         ask=ask,
         answers=tuple(v for v, _label in offered),
         by=who.targets if who.via == "link" else ask.asked_ids(),
         expires_at_ms=who.expires_at_ms,
+        consent=consent,
     )
     return JSONResponse(view.to_wire())
 
@@ -599,6 +609,73 @@ def form_html(ask: Ask, who: Answerer, token: str) -> str:
     )
 
 
+def consent_of(store: AskStore, ask: Ask) -> ConsentRecord | None:
+    """The consent record an ask's approval gave (an escalation's: the one recorded on the
+    ask it escalates), while it is kept; None for any other ask."""
+    a = ask.answer
+    if a is None or a.consent_id is None:
+        return None
+    consent_id: str | None = a.consent_id
+    if ask.escalates is not None:
+        root = store.get(ask.escalates)
+        consent_id = root.answer.consent_id if root is not None and root.answer else None
+    return None if consent_id is None else store.consent(consent_id)
+
+
+def consent_html(consent: ConsentRecord, who: Answerer, token: str | None, *, now_ms: int) -> str:
+    """What a page says of the consent an approval gave: revoked (by whom, when), expired,
+    or on record until when, with a form that revokes it for the people a link names."""
+    e = html.escape
+    if consent.revoked_at_ms is not None:
+        return (
+            f"<p>The consent was revoked by {e(consent.revoked_by or '?')}, "
+            f"{e(_when(consent.revoked_at_ms))}.</p>"
+        )
+    if not consent.holds_at(now_ms):
+        return f"<p>The consent expired {e(_when(consent.expires_at_ms))}.</p>"
+    said = f"<p>The consent is on record until {e(_when(consent.expires_at_ms))}.</p>"
+    if token is None or who.via != "link" or not who.targets:
+        return said
+    if len(who.targets) == 1:
+        chooser = f'<input type=hidden name=by value="{e(who.targets[0])}">'
+    else:
+        options = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in who.targets)
+        chooser = f"<p><label>Who revokes it <select name=by>{options}</select></label></p>"
+    # Relative to this page (/v1/asks/{id}/answer), so it holds behind a path prefix too.
+    action = f"../../consents/{quote(consent.id, safe='')}/revoke?token={quote(token, safe='')}"
+    return (
+        f'{said}<form method=post action="{e(action)}">{chooser}'
+        "<p>Changed your mind? The seat is told at once, and a later step needing this "
+        "consent asks again.</p><p><button type=submit>Revoke</button></p></form>"
+    )
+
+
+def revoked_page(revoked: Response) -> HTMLResponse:
+    """A revocation's JSON (or its refusal's) as the page a browser shows."""
+    e = html.escape
+    body = json.loads(bytes(revoked.body))
+    status = revoked.status_code
+    if status == 200:
+        c = ConsentRecord.model_validate(body)
+        done = page(
+            200,
+            "Consent revoked",
+            f"<p>The consent {e(c.by)} gave is revoked, {e(_when(c.revoked_at_ms))}. The seat "
+            "is told; a later step needing it asks again.</p>",
+        )
+        done.background = revoked.background
+        return done
+    titles = {
+        401: "This link does not work",
+        403: "Not yours to revoke",
+        404: "No such consent",
+        409: "Nothing to revoke",
+    }
+    return page(
+        status, titles.get(status, "Not recorded"), f"<p>{e(str(body.get('message', '')))}</p>"
+    )
+
+
 def result_page(answered: Response) -> HTMLResponse:
     """An answer's JSON (or a refusal's) as the page a browser shows."""
     e = html.escape
@@ -646,7 +723,107 @@ async def list_consents(
     return JSONResponse({"consents": [c.to_wire() for c in found], "count": len(found)})
 
 
-@router.post(
+@dataclass(frozen=True)
+class Revoker:
+    """Who revokes: the operator (for any member they name), or an answer link of the ask
+    the consent was given on (or of one of its escalations), for the people it names."""
+
+    via: Literal["api", "link"]
+    targets: tuple[str, ...] = ()
+
+
+async def revoker(
+    deps: Deps, credentials: HTTPAuthorizationCredentials | None, token: str | None
+) -> tuple[Revoker, str | None]:
+    """The revoker, and the ask a link is of (checked against the consent once it is read)."""
+    if token is None:
+        await require_token(deps, credentials)
+        return Revoker("api"), None
+    links = links_of(deps)
+    if links is None:
+        raise Refusal(
+            problem(
+                401,
+                "invalid_link",
+                "answer links are off here (no SEATWIRE_ANSWER_LINK_SECRET, no operator token)",
+            )
+        )
+    got = links.read(token, now_ms=deps.clock_ms())
+    if isinstance(got, LinkRefused):
+        raise Refusal(problem(401, got.code, got.why))
+    return Revoker("link", got.targets), got.ask_id
+
+
+def link_is_of(store: AskStore, link_ask: str, consent: ConsentRecord) -> bool:
+    """Whether a link's ask is the one the consent was given on, or one of its escalations
+    (its page is where the consent was given, by the person one rung up)."""
+    if link_ask == consent.ask_id:
+        return True
+    ask = store.get(link_ask)
+    return ask is not None and ask.escalates == consent.ask_id
+
+
+def unknown_consent(consent_id: str) -> Response:
+    return problem(404, "unknown_consent", f"there is no consent {consent_id!r}")
+
+
+REVOKE_CONFLICTS = {"already_revoked", "consent_expired"}
+
+
+async def _revoke(
+    consent_id: str,
+    request: Request,
+    deps: Deps,
+    credentials: HTTPAuthorizationCredentials | None,
+    token: str | None,
+) -> Response:
+    who, link_ask = await revoker(deps, credentials, token)
+    raw = await read_body(request, deps.settings.max_body_bytes)
+    ctype = media_type(request)
+    if ctype not in (FORM, "application/json", ""):
+        return unsupported_media(ctype, f"send application/json (or a form, {FORM})")
+    store = deps.container.asks
+    found = await run_in_threadpool(store.consent, consent_id)
+    if found is None:
+        return unknown_consent(consent_id)
+    if link_ask is not None and not await run_in_threadpool(link_is_of, store, link_ask, found):
+        return unknown_consent(consent_id)  # a valid link, of another ask: reveal nothing
+    data = form_fields(raw, "invalid_body") if ctype == FORM else json_body(raw, "invalid_body")
+    body = validated(data, ActedBy, "invalid_body")
+    _member(deps, body.by)
+    if who.via == "link" and body.by not in who.targets:
+        names = ", ".join(who.targets) or "nobody"
+        return problem(
+            403,
+            "not_a_link_target",
+            f"by: this link is for {names}; {body.by!r} cannot revoke with it",
+            field="by",
+        )
+    consents = Consents(deps.container, deps.celery)
+    now = deps.clock_ms()
+
+    def record() -> Revoked | None:
+        return consents.revoke(
+            consent_id, by=body.by, now_ms=now, anyone=who.via == "api", show=False
+        )
+
+    try:
+        got = await run_in_threadpool(record)
+    except AskContended as exc:
+        return problem(503, "busy", f"{exc}: try again")
+    if got is None:
+        return unknown_consent(consent_id)
+    r = got.revocation
+    if r.outcome != "revoked":
+        status = 409 if r.reason_code in REVOKE_CONFLICTS else 403
+        return problem(status, r.reason_code, r.why, consent=r.consent.to_wire())
+    revoked = JSONResponse(r.consent.to_wire())
+    # The seat was told with the revocation; its messages are shown again once answered.
+    revoked.background = BackgroundTask(consents.show, got, also=link_ask)
+    return revoked
+
+
+@answer_router.post(
     "/consents/{consent_id}/revoke",
     response_model=ConsentRecord,
     responses=answers(
@@ -656,46 +833,41 @@ async def list_consents(
         404,
         409,
         why={
-            404: "there is no consent record of that id (`unknown_consent`)",
+            401: "no valid token: no bearer token and no `token` (`unauthorized`), a link "
+            "Seatwire did not sign (`invalid_link`), or one past its expiry (`link_expired`)",
+            403: "a seat's token (`operator_only`), or a link's revocation by someone the link "
+            "does not name (`not_a_link_target`)",
+            404: "there is no consent record of that id, or the link is of another ask "
+            "(`unknown_consent`)",
             409: "it was revoked already (`already_revoked`) or has expired (`consent_expired`)",
             422: 'the body is not `{"by": MEMBER}` (`invalid_body`), or `by` is not a member '
             "of the org (`unknown_member`)",
+            503: "the consent changed under every try (`busy`), or a store is unavailable: "
+            "retry after Retry-After",
         },
     ),
-    openapi_extra=reads(ActedBy),
+    openapi_extra=reads(
+        ActedBy,
+        description="who revokes it; a form (application/x-www-form-urlencoded) with the same "
+        "field is read too, as the answer link's page posts it",
+    ),
 )
-async def revoke_consent(consent_id: str, request: Request, deps: Deps) -> Response:
-    """Revoke a consent (for an operator, or for the person who gave it): a later report
-    needing consent within its scope asks again. The record is kept, marked revoked."""
-    raw = await read_body(request, deps.settings.max_body_bytes)
-    ctype = media_type(request)
-    if ctype not in ("application/json", ""):
-        return unsupported_media(ctype)
-    store = deps.container.asks
-    found = await run_in_threadpool(store.consent, consent_id)
-    if found is None:
-        return problem(404, "unknown_consent", f"there is no consent {consent_id!r}")
-    body = validated(json_body(raw, "invalid_body"), ActedBy, "invalid_body")
-    _member(deps, body.by)
-    now = deps.clock_ms()
-    if found.revoked_at_ms is not None:
-        return problem(
-            409,
-            "already_revoked",
-            f"consent {consent_id} was revoked by {found.revoked_by} at {found.revoked_at_ms} ms",
-            consent=found.to_wire(),
-        )
-    if not found.holds_at(now):
-        return problem(
-            409,
-            "consent_expired",
-            f"consent {consent_id} expired at {found.expires_at_ms} ms: nothing to revoke",
-            consent=found.to_wire(),
-        )
-    revoked = await run_in_threadpool(lambda: store.revoke(consent_id, by=body.by, now_ms=now))
-    if revoked is None:
-        return problem(404, "unknown_consent", f"there is no consent {consent_id!r}")
-    return JSONResponse(revoked.to_wire())
+async def revoke_consent(
+    consent_id: str,
+    request: Request,
+    deps: Deps,
+    credentials: OperatorCredentials,
+    token: LinkToken,
+) -> Response:
+    """Revoke a consent: for an operator (the operator token, `by` any member), or for one
+    of the people an answer link of its ask names (`?token=`, `by` one of them). The record
+    is kept, marked revoked; the seat gets a `consent_revoked` inbox item with it, and a
+    later report needing consent within its scope asks again."""
+    try:
+        revoked = await _revoke(consent_id, request, deps, credentials, token)
+    except Refusal as refusal:
+        revoked = refusal.response
+    return revoked_page(revoked) if wants_html(request) else revoked
 
 
 @router.post(

@@ -21,6 +21,13 @@ What a click does:
 - a closed or unknown ask, or a clicker the org file does not know: an ephemeral saying so,
   nothing changes.
 
+A click on an answered consent's "Revoke consent" button (`RevokeClick`) revokes it
+(workers/stages/consents.py), recorded with the seat's `consent_revoked` inbox item before the
+200, and the message then shows the consent revoked, without the button. Only the person who
+gave it, or another person its ask was put to, may: anyone else gets an ephemeral "only ...
+can revoke this" and nothing changes; so does a consent unknown, expired or already revoked
+(a retried click among them: nothing more is written).
+
 Every other interaction (a modal submitted or closed, a shortcut, a message action, another
 app's button, a button in a view or with no message) is a correctly signed request, so it is
 answered 200 with an empty body, logged and counted (`seatwire_slack_interactions`), never a
@@ -41,15 +48,23 @@ from fastapi.responses import Response
 from starlette.background import BackgroundTask
 
 from contracts.asks import Ask, AskLanding
-from pipeline.asks import AnswerIn
-from pipeline.slack_buttons import Click, Ignored, closed_said, read_interaction, said
+from pipeline.asks import AnswerIn, revokers
+from pipeline.slack_buttons import (
+    Click,
+    Ignored,
+    RevokeClick,
+    closed_said,
+    read_interaction,
+    said,
+)
 from workers.ingress.deps import IngressDeps, deps_of
 from workers.ingress.http import Refusal, parse_json, problem, read_body, within_budget
 from workers.ingress.slack import no_retry, verify
 from workers.org import OrgView
 from workers.outbound.slack import mention, slack_date, slack_user_id
 from workers.stages.answers import Answers
-from workers.stores.asks import Answered, AskContended, AskMissing
+from workers.stages.consents import Consents
+from workers.stores.asks import Answered, AskContended, AskMissing, Revoked
 from workers.telemetry import telemetry
 
 log = logging.getLogger("seatwire.webhooks")
@@ -86,6 +101,8 @@ async def slack_interactions(request: Request) -> Response:
         log.info("slack interaction %s changes nothing: %s", read.kind, read.reason)
         telemetry().slack_interaction(kind, "ignored")
         return Response(status_code=200)
+    if isinstance(read, RevokeClick):
+        return await revoke_click(deps, read)
     return await answer_click(deps, read)
 
 
@@ -121,18 +138,7 @@ async def answer_click(deps: IngressDeps, click: Click) -> Response:
     view, _degraded = deps.container.org.current()
     member = view.member_of(click.user_id)
     if member is None:
-        telemetry().slack_interaction("block_actions", "unknown_member")
-        log.warning(
-            "Slack user %s clicked %s on ask %s and is nobody in the org file: nothing changed",
-            click.user_id,
-            click.verb,
-            click.ask_id,
-        )
-        text = (
-            f"<@{click.user_id}>, Seatwire does not know your Slack user, so your click changes "
-            "nothing: ask an operator to add your Slack user id to your member's aliases."
-        )
-        return after_response(respond, click.response_url, text)
+        return stranger(click.user_id, click.response_url, f"{click.verb} on ask {click.ask_id}")
     telemetry().slack_interaction("block_actions", "clicked")
     answers = Answers(deps.container, deps.celery)
     answer = AnswerIn(
@@ -160,6 +166,80 @@ async def answer_click(deps: IngressDeps, click: Click) -> Response:
         text = "Seatwire could not record your answer: too many answers at once. Click again."
         return after_response(respond, click.response_url, text)
     return after_response(follow_up, answers, click, got, view)
+
+
+def stranger(user_id: str, response_url: str | None, what: str) -> Response:
+    """A click by a Slack user the org file does not know: nothing changes, and they are told
+    how to be known."""
+    telemetry().slack_interaction("block_actions", "unknown_member")
+    log.warning(
+        "Slack user %s clicked %s and is nobody in the org file: nothing changed", user_id, what
+    )
+    text = (
+        f"<@{user_id}>, Seatwire does not know your Slack user, so your click changes "
+        "nothing: ask an operator to add your Slack user id to your member's aliases."
+    )
+    return after_response(respond, response_url, text)
+
+
+async def revoke_click(deps: IngressDeps, click: RevokeClick) -> Response:
+    """Revoke the consent a click names, as the member who clicked: recorded before the 200
+    (with the seat's inbox item), the message shown again after it."""
+    view, _degraded = deps.container.org.current()
+    member = view.member_of(click.user_id)
+    if member is None:
+        return stranger(click.user_id, click.response_url, f"revoke on {click.consent_id}")
+    telemetry().slack_interaction("block_actions", "clicked")
+    consents = Consents(deps.container, deps.celery)
+    now_ms = deps.clock_ms()
+
+    def record() -> Revoked | None:
+        return consents.revoke(click.consent_id, by=member, now_ms=now_ms, anyone=False, show=False)
+
+    try:
+        got = await within_budget(deps.settings.webhook_budget_s, run_in_threadpool(record))
+    except AskContended as exc:
+        log.error("revoking consent %s by %s not recorded: %s", click.consent_id, member, exc)
+        text = "Seatwire could not record your revocation: too much at once. Click again."
+        return after_response(respond, click.response_url, text)
+    if got is None:
+        log.info(
+            "Slack revoke of unknown consent %s by %s: nothing changed", click.consent_id, member
+        )
+        text = (
+            f"Seatwire has no consent {click.consent_id} (it is no longer kept): your click "
+            "changes nothing."
+        )
+        return after_response(respond, click.response_url, text)
+    return after_response(revoked_follow_up, consents, click, got, view)
+
+
+def revoked_follow_up(consents: Consents, click: RevokeClick, got: Revoked, view: OrgView) -> None:
+    """After the 200: the consent's messages show it revoked (or, for a click that changed
+    nothing, as it stands: a message a failed update left with its button heals), and the
+    clicker hears why a click that changed nothing changed nothing."""
+    r = got.revocation
+    if r.reason_code != "not_a_revoker":
+        consents.show(got, also=click.ask_id)
+    if r.outcome == "revoked":
+        return
+    c = r.consent
+    if r.reason_code == "not_a_revoker":
+        allowed = revokers(c, r.ask)
+        users = slack_ids(view, allowed)
+        names = " or ".join(mention(m, users) for m in allowed)
+        text = f"Only {names} can revoke this consent: your click changes nothing."
+    elif r.reason_code == "already_revoked" and c.revoked_at_ms is not None:
+        users = slack_ids(view, [c.revoked_by or ""])
+        text = (
+            f"This consent was already revoked by {mention(c.revoked_by or '?', users)} on "
+            f"{slack_date(c.revoked_at_ms)}: your click changes nothing."
+        )
+    elif r.reason_code == "consent_expired":
+        text = f"This consent expired on {slack_date(c.expires_at_ms)}: there is nothing to revoke."
+    else:
+        text = f"Your click changes nothing: {r.why}"
+    respond(click.response_url, text)
 
 
 def after_response(func: Any, *args: Any) -> Response:

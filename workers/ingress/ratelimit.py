@@ -12,8 +12,9 @@ A source is who a route says sent the request, and only once the route's own che
 - `POST /webhooks/github`: the GitHub installation, else the repository, else the
   organisation, X-Hub-Signature-256 valid;
 - `POST /v1/...`: the bearer caller (a hash of its token), token valid (any role: auth.py);
-  without one, an answer link (`?token=` on `POST /v1/asks/{id}/answer`) whose signature
-  holds: its ask (a link answers one ask, so its holders share that ask's budget).
+  without one, an answer link (`?token=` on `POST /v1/asks/{id}/answer`, or on
+  `POST /v1/consents/{id}/revoke`) whose signature holds: its ask (a link answers one ask,
+  so its holders share that ask's budget).
 
 The budget is a token bucket in Redis, one Lua script (workers/stores/lua/rate_take.lua) in
 its GCRA form: one number a source (the time its bucket is full again), Redis's own clock,

@@ -34,7 +34,9 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from contracts.asks import Ask
 from contracts.messages import OutboundAsk, SendResult
+from pipeline.asks import revocable
 from pipeline.slack_buttons import ask_blocks, closed_said, cut, said
+from workers.clock import now_ms
 from workers.errors import ConfigError, MaybeSent, NotSent, PermanentError
 from workers.outbound.base import SendContext, seconds
 from workers.telemetry import telemetry
@@ -120,7 +122,10 @@ def status_line(ask: Ask, users: Mapping[str, str]) -> str | None:
     a = ask.answer
     if ask.state == "answered" and a is not None:
         line = f"*{said(ask.trigger, a.answer)}* by {mention(a.by, users)} on {slack_date(a.at_ms)}"
-        if a.consent_expires_at_ms is not None:
+        if a.consent_revoked_at_ms is not None:
+            revoker = mention(a.consent_revoked_by or "?", users)
+            line += f" · consent revoked by {revoker} on {slack_date(a.consent_revoked_at_ms)}"
+        elif a.consent_expires_at_ms is not None:
             line += f" · consent on record until {slack_date(a.consent_expires_at_ms)}"
         if a.text:
             line += f": “{cut(a.text, 500)}”"
@@ -201,10 +206,12 @@ class SlackOutbound:
         timeout_s: float,
         directory: Callable[[], Mapping[str, tuple[tuple[str, ...], str]]],
         cooldowns: Cooldowns | None = None,
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         """`directory()` maps member id -> (aliases, display name), read at each send so an
-        org file reload is seen."""
+        org file reload is seen; `clock_ms` tells whether a consent shown still holds."""
         self.api_url = api_url
+        self.clock_ms = clock_ms
         self.directory = directory
         self.cooldowns = cooldowns
         self.poster = WebClient(
@@ -290,8 +297,10 @@ class SlackOutbound:
     def show_answer(self, ask: Ask) -> bool:
         """The ask's message changed in place (chat.update): its words, and a line saying how
         it was answered, by whom and when (or until when it is snoozed, or why it closed).
-        It keeps its buttons while it can still be answered, none once answered or closed;
-        its metadata is left as it is, so reconciliation still finds it."""
+        It keeps its buttons while it can still be answered, none once answered or closed,
+        except an approved consent's "Revoke consent" while it holds as far as the ask knows
+        (a revocation shows the message again, without it); its metadata is left as it is,
+        so reconciliation still finds it."""
         landing = ask.landing
         if landing is None or not landing.channel_id or not landing.message_id:
             return False
@@ -310,7 +319,13 @@ class SlackOutbound:
                 channel=landing.channel_id,
                 ts=landing.message_id,
                 text=f"{words}\n\n{line}" if line else words,
-                blocks=ask_blocks(words, ask.id, buttons, context=line),
+                blocks=ask_blocks(
+                    words,
+                    ask.id,
+                    buttons,
+                    context=line,
+                    revoke=revocable(ask, now_ms=self.clock_ms()),
+                ),
             )
         except Exception as exc:
             raise classify(exc, what="chat.update", posted=True) from exc

@@ -25,7 +25,9 @@ Two kinds of POST, told apart by `type`:
   named it), `answer` (approved, declined, replied, done or snoozed), `by`, `text`, `atMs`,
   `via`, and `snoozeUntilMs` or `consentId`/`consentExpiresAtMs` where they apply. Its
   `webhook-id` and `Idempotency-Key` are `answered-{askId}-{answer}-{atMs}`: the same
-  answer shown twice (a retry) is one event to a receiver that dedupes.
+  answer shown twice (a retry) is one event to a receiver that dedupes. Once the consent
+  an approval gave is revoked, the event is sent again with `consentRevokedAtMs` and
+  `consentRevokedBy`, its id ending `-revoked-{consentRevokedAtMs}`.
 """
 
 from __future__ import annotations
@@ -131,6 +133,10 @@ class WebhookOutbound:
         if event is None:
             return False
         msg_id = f"answered-{ask.id}-{event['answer']}-{event['atMs']}"
+        if event.get("consentRevokedAtMs") is not None:
+            # The same answer shown again once its consent was revoked: a new event, which
+            # the receiver's dedupe must not take for the first.
+            msg_id += f"-revoked-{event['consentRevokedAtMs']}"
         response = self._post(event, msg_id, now_ms() // 1000)
         status = response.status_code
         if status == 429:
@@ -194,6 +200,14 @@ def answered_event(ask: Ask) -> dict[str, Any] | None:
             "via": a.via,
             "consentId": a.consent_id,
             "consentExpiresAtMs": a.consent_expires_at_ms,
+            **(
+                {
+                    "consentRevokedAtMs": a.consent_revoked_at_ms,
+                    "consentRevokedBy": a.consent_revoked_by,
+                }
+                if a.consent_revoked_at_ms is not None
+                else {}
+            ),
         }
     if ask.state == "snoozed":
         last = next((e for e in reversed(ask.history) if e.event == "snoozed"), None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from celery import Celery
 
 from contracts.asks import Ask
-from pipeline.asks import AnswerIn, brake_due, brake_report
+from pipeline.asks import AnswerIn, brake_due, brake_report, with_root_consent
 from workers.container import Container
 from workers.outbound.base import Outbound
 from workers.recovery.faults import crash_point
@@ -82,6 +82,10 @@ class Answers:
         if ask.landing is None:
             return False
         try:
+            if ask.escalates is not None and ask.answer is not None and ask.answer.consent_id:
+                # The consent an escalation's answer gave is recorded on the ask it
+                # escalates: its message offers (or says it revoked) that one.
+                ask = with_root_consent(ask, self.asks.get(ask.escalates))
             return self.outbound.show_answer(ask)
         except Exception:
             log.exception("could not show the answer of ask %s on its message", ask.id)

@@ -8,7 +8,10 @@ what the change makes true at once: its open and due indexes, a consent or decli
 seat's brake window, and the seat's inbox item. So an answer is recorded with the seat's news
 of it or not at all, and two answers racing are decided one after the other: the first wins,
 the second reads the answered ask and is written down as `late_answer`. A commit sent again
-after a lost reply finds its own op id and is answered as the first was.
+after a lost reply finds its own op id and is answered as the first was. A consent's
+revocation is written by `consent_revoke.lua` the same way: the consent record (compared with
+the text read), the revocation on its ask's answer (compared on the ask's version) and the
+seat's `consent_revoked` inbox item, all at once or not at all.
 
 Retention: an open ask is kept until it ends (it always ends: answered, or closed by its
 timeout ladder or its send). An ended ask is kept `retention_ms` (SEATWIRE_ASK_RETENTION_MS,
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import redis
@@ -39,11 +42,13 @@ from pipeline.asks import (
     AnswerIn,
     AskRecordView,
     Concluded,
+    Revocation,
     answer_ask,
     answered_item,
     closed_as,
     concluded_as,
     decline_of,
+    revoke_consent,
 )
 from workers.stores import keys
 from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
@@ -59,6 +64,15 @@ class AskMissing(LookupError):
     def __init__(self, ask_id: str) -> None:
         super().__init__(f"no ask {ask_id}")
         self.ask_id = ask_id
+
+
+@dataclass(frozen=True)
+class Revoked:
+    """What one revocation did, and (when it revoked) the seat's inbox position of its item
+    (0 when the inbox was full: written down there, as every item refused for the cap)."""
+
+    revocation: Revocation
+    position: int = 0
 
 
 class AskContended(RuntimeError):
@@ -104,6 +118,7 @@ class AskStore:
         self.index_ms = retention_ms + 30 * DAY_MS
         self._create = script(client, "ask_create")
         self._commit = script(client, "ask_commit")
+        self._revoke = script(client, "consent_revoke")
 
     # ------------------------------------------------------------------ reading
 
@@ -230,14 +245,63 @@ class AskStore:
         return None if raw is None else ConsentRecord.model_validate_json(raw)
 
     def revoke(self, consent_id: str, *, by: str, now_ms: int) -> ConsentRecord | None:
-        """Revoke a consent (kept, marked revoked, until it would have expired)."""
-        c = self.consent(consent_id)
-        if c is None or c.revoked_at_ms is not None:
-            return c
-        revoked = c.model_copy(update={"revoked_at_ms": now_ms, "revoked_by": by})
-        # Two revocations racing both write a revocation: either one is the record.
-        self.r.set(keys.consent(consent_id), revoked.model_dump_json(by_alias=True), keepttl=True)
-        return revoked
+        """Revoke a consent for an operator (kept, marked revoked, until it would have
+        expired), telling its seat: the consent as it now stands (unchanged when it was
+        already revoked or had expired), None when there is none."""
+        got = self.revoke_consent(consent_id, by=by, now_ms=now_ms, anyone=True)
+        return None if got is None else got.revocation.consent
+
+    def revoke_consent(
+        self, consent_id: str, *, by: str, now_ms: int, anyone: bool = False
+    ) -> Revoked | None:
+        """Revoke a consent as `by` (pipeline/asks.py `revoke_consent` decides; `anyone`: an
+        operator, for whoever they name), written in one step (`consent_revoke.lua`) with
+        the revocation on the ask's answer and the seat's `consent_revoked` inbox item. A
+        consent revoked already is refused and nothing is written, so revoking again (a
+        retried click, a second person) tells the seat nothing more. None: no such consent."""
+        for _ in range(MAX_TRIES):
+            raw = self.r.get(keys.consent(consent_id))
+            if raw is None:
+                return None
+            consent = ConsentRecord.model_validate_json(raw)
+            ask = self.get(consent.ask_id)
+            got = revoke_consent(consent, ask, by=by, now_ms=now_ms, anyone=anyone)
+            if got.outcome != "revoked" or got.item is None:
+                return Revoked(got)
+            marked = got.ask if ask is not None else None
+            verb, position = self._revoke(
+                keys=[
+                    keys.consent(consent_id),
+                    keys.ask(consent.ask_id),
+                    *InboxRoom.KEYS,
+                    *InboxRoom.seat_keys(consent.seat_id),
+                ],
+                args=[
+                    raw,
+                    got.consent.model_dump_json(by_alias=True),
+                    "" if marked is None or ask is None else ask.version,
+                    "" if marked is None else marked.model_dump_json(by_alias=True),
+                    secrets.token_hex(8),
+                    got.item.model_dump_json(by_alias=True).replace(
+                        '"position":1', '"position":0', 1
+                    ),
+                    *self.room.args(),
+                    consent.seat_id,
+                    consent.expires_at_ms + self.retention_ms,
+                ],
+            )
+            if text(verb) == "missing":
+                return None
+            if text(verb) == "again":
+                # Written already (a try whose reply was lost, sent again by the client): it
+                # stands as that try wrote it, the seat told once.
+                return Revoked(replace(got, ask=self.get(consent.ask_id) if marked else None))
+            if text(verb) == "ok":
+                if marked is not None and ask is not None:
+                    marked = marked.model_copy(update={"version": ask.version + 1})
+                    got = replace(got, ask=marked)
+                return Revoked(got, position=int(position))
+        raise AskContended(f"consent {consent_id}: {MAX_TRIES} changes raced this revocation")
 
     def declines_for(self, work_id: str) -> list[DeclineRecord]:
         raws = self.r.hvals(keys.declines_of_work(work_id))

@@ -33,6 +33,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "backlog_done": (),
     "claim_release": ("subject_common",),
     "claim_take": ("subject_common",),
+    "consent_revoke": ("ledger_common", "inbox_common"),
     "cost_record": (),
     "decision_record": (
         "ledger_common",
