@@ -5,12 +5,13 @@ reply in the thread of a direction's post is also their vote on it
 after the event is recorded. A reply to an ask (in its Slack thread, or a comment or review
 on the GitHub item it is about) by a person it asked is also that ask's answer
 (workers/stages/ask_replies.py), answered BEFORE the event is recorded (a Redis fault on the
-way runs the stage again; a defect is logged and never fails the event): the record makes the event's entry final, and a final entry is never swept again,
-so a worker killed between the record and the answer (its message left unacked until the
-broker's visibility timeout, a quarter of an hour) would hold the answer back that long. In
-this order a worker killed after the answer leaves the entry open, the sweeper delivers it
-again (past its deadline, once the killed delivery's running mark lapses), and that delivery
-records the event and finds the answer made (the reply's delivery id is the answer's key)."""
+way runs the stage again; a defect is logged and never fails the event). The record makes
+the event's entry final, and a final entry is never swept again, so a worker killed between
+the record and the answer (its message left unacked until the broker's visibility timeout,
+a quarter of an hour) would hold the answer back that long. In this order a worker killed
+after the answer leaves the entry open, the sweeper delivers it again (past its deadline,
+once the killed delivery's running mark lapses), and that delivery records the event and
+finds the answer made (the reply's delivery id is the answer's key)."""
 
 from __future__ import annotations
 
