@@ -59,12 +59,14 @@ class Backlog:
                 keys.backlog(entry.seat_id),
                 keys.backlog_open(entry.seat_id),
                 keys.backlog_open_for(entry.seat_id, entry.objective_key),
+                *keys.CONTROLLER_WAKE,
             ],
             args=[
                 entry.id,
                 entry.model_dump_json(by_alias=True),
                 entry.added_at_ms,
                 REVISION_FIELD,
+                entry.seat_id,
             ],
         )
         verb: BacklogAddVerb = "added" if text(reply[0]) == "added" else "duplicate"
@@ -122,8 +124,9 @@ class Backlog:
                 keys.backlog(seat_id),
                 keys.backlog_open(seat_id),
                 keys.backlog_open_for(seat_id, entry.objective_key),
+                *keys.CONTROLLER_WAKE,
             ],
-            args=[item_id, closed.model_dump_json(by_alias=True)],
+            args=[item_id, closed.model_dump_json(by_alias=True), seat_id],
         )
         verb = text(reply[0])
         if verb == "done":

@@ -13,6 +13,15 @@ a write of the seat's record, and only one such write can follow a given read.
 whatever the number of seats): the records and every news input (the inbox, the notices, the
 backlog, the work intents' counters) pipelined, then the states of the seats' recent asks (the
 pending deliveries) in a second pipeline.
+
+The due index (issue 27): the controller decides only the seats that can have something to
+decide. `keys.CONTROLLER_DUE` scores each such seat by when it is next due (`pipeline/turns.py`
+`next_due_ms`: a retry, the quiet interval, an announcement's delay, a lease's end, a
+republish time); every script that makes a seat's news wakes it in the same step
+(`controller_wake.lua`: an inbox item, a backlog or work-intent write, any write of its record
+but the tick's own). A tick `take`s what is due, oldest first and at most a batch, claiming
+each until a time; its `settle` writes the records it changed and puts each seat back at its
+next due time, or takes it out. A claim a dead tick left runs out, and the seat is due again.
 """
 
 from __future__ import annotations
@@ -48,25 +57,149 @@ class Read:
     run: SeatRun
 
 
+@dataclass(frozen=True)
+class Taken:
+    """What a tick took from the due index: the seats, oldest-due first; the reconciliation
+    pass's cursor when its step is due (else None); the claim they hold."""
+
+    seats: tuple[str, ...]
+    reconcile: int | None
+    claim_ms: int
+
+
+@dataclass(frozen=True)
+class IndexState:
+    size: int  # seats in the due index
+    soonest_ms: int | None
+    org: str | None  # the fingerprint of the org it was filled for
+    cursor: int
+    next_step_ms: int | None
+
+
 class SeatRuns:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
         self._commit = script(client, "seat_run_commit")
+        self._take = script(client, "controller_take")
+        self._settle = script(client, "controller_commit")
 
     def get(self, seat_id: str) -> Read:
         rev, doc = self.r.hmget(keys.seat_run(seat_id), ["rev", "doc"])
         return _read(seat_id, rev, doc)
 
     def commit(self, writes: Sequence[tuple[str, int, SeatRun]]) -> list[bool]:
-        """Write each (seat, revision read at, record) whose revision is unchanged; True for
-        each one written."""
+        """Write each (seat, revision read at, record) whose revision is unchanged, waking each
+        seat written for the controller; True for each one written."""
         if not writes:
             return []
         args: list[str | int] = []
+        for seat, rev, run in writes:
+            args += [rev, run.model_dump_json(by_alias=True), seat]
+        flags = self._commit(
+            keys=[*(keys.seat_run(s) for s, _, _ in writes), *keys.CONTROLLER_WAKE], args=args
+        )
+        return [int(f) == 1 for f in flags]
+
+    # ------------------------------------------------------------------ the due index
+
+    def take(self, *, now_ms: int, limit: int, claim_until_ms: int, org: str) -> Taken | None:
+        """The seats due by `now_ms`, oldest-due first, at most `limit`, each claimed until
+        `claim_until_ms`; None when the index was filled for another org than `org` (nothing
+        taken: `fill` it)."""
+        reply = self._take(
+            keys=[keys.CONTROLLER_DUE, keys.CONTROLLER_CLOCK, keys.CONTROLLER_STATE],
+            args=[now_ms, limit, claim_until_ms, org],
+        )
+        if text(reply[0]) == "org":
+            return None
+        cursor = text(reply[1])
+        return Taken(
+            seats=tuple(text(s) for s in reply[2:]),
+            reconcile=int(cursor) if cursor else None,
+            claim_ms=claim_until_ms,
+        )
+
+    def claim(self, seat_ids: Sequence[str], *, claim_until_ms: int) -> None:
+        """Claim seats the tick decides though they were not due (a reconciliation step)."""
+        pipe = self.r.pipeline(transaction=False)
+        for chunk in _chunks(seat_ids, 1000):
+            pipe.zadd(keys.CONTROLLER_DUE, dict.fromkeys(chunk, claim_until_ms))
+        pipe.execute()
+
+    def fill(self, seat_ids: Sequence[str], *, org: str, now_ms: int) -> None:
+        """Wake every seat of the org `org` (the index was filled for another, or never):
+        each is decided again, and the reconciliation pass starts over from the first."""
+        pipe = self.r.pipeline(transaction=False)
+        for chunk in _chunks(seat_ids, 1000):
+            pipe.zadd(keys.CONTROLLER_DUE, dict.fromkeys(chunk, now_ms), lt=True)
+        pipe.hset(keys.CONTROLLER_STATE, mapping={"org": org, "cursor": "0", "next": "0"})
+        pipe.execute()
+
+    def settle(
+        self,
+        writes: Sequence[tuple[str, int, SeatRun]],
+        due: Sequence[tuple[str, int | None]],
+        *,
+        claim_ms: int,
+        reconcile: tuple[int, int] | None = None,
+    ) -> list[bool]:
+        """A tick's commit: each (seat, revision read at, record) written if its revision is
+        unchanged (True for each one written), and each decided (seat, next due ms or None)
+        put back in the index; `reconcile` is the pass's (next step ms, cursor)."""
+        args: list[str | int] = [claim_ms, len(writes), *(reconcile or ("", ""))]
         for _seat, rev, run in writes:
             args += [rev, run.model_dump_json(by_alias=True)]
-        flags = self._commit(keys=[keys.seat_run(s) for s, _, _ in writes], args=args)
+        for seat, at in due:
+            args += [seat, "" if at is None else at]
+        flags = self._settle(
+            keys=[
+                keys.CONTROLLER_DUE,
+                keys.CONTROLLER_STATE,
+                *(keys.seat_run(s) for s, _, _ in writes),
+            ],
+            args=args,
+        )
         return [int(f) == 1 for f in flags]
+
+    def wake(self, seat_ids: Sequence[str]) -> None:
+        """Wake seats whose news was made outside a script (the controller decides them on
+        its next tick)."""
+        pipe = self.r.pipeline(transaction=False)
+        clock = self.r.get(keys.CONTROLLER_CLOCK)
+        at = 0 if clock is None else int(text(clock))
+        for chunk in _chunks(seat_ids, 1000):
+            pipe.zadd(keys.CONTROLLER_DUE, dict.fromkeys(chunk, at), lt=True)
+        pipe.execute()
+
+    def refill(self) -> None:
+        """Forget which org the index was filled for: the next tick wakes every seat."""
+        self.r.hdel(keys.CONTROLLER_STATE, "org")
+
+    def due_now(self, *, now_ms: int, org: str) -> bool:
+        """Whether a tick at `now_ms` has anything to do: a seat due, the reconciliation
+        pass's step, or an index filled for another org. One round trip."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zrangebyscore(keys.CONTROLLER_DUE, "-inf", now_ms, start=0, num=1)
+        pipe.hmget(keys.CONTROLLER_STATE, ["org", "next"])
+        seats, (filled, step) = pipe.execute()
+        if seats or filled is None or text(filled) != org:
+            return True
+        return step is not None and int(text(step)) <= now_ms
+
+    def index(self) -> IndexState:
+        """The due index as it stands: its size, the soonest due, and the pass's cursor."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zcard(keys.CONTROLLER_DUE)
+        pipe.zrange(keys.CONTROLLER_DUE, 0, 0, withscores=True)
+        pipe.hmget(keys.CONTROLLER_STATE, ["org", "cursor", "next"])
+        size, first, (org, cursor, step) = pipe.execute()
+        return IndexState(
+            size=int(size),
+            soonest_ms=int(first[0][1]) if first else None,
+            org=None if org is None else text(org),
+            cursor=_int(cursor),
+            next_step_ms=None if step is None else int(text(step)),
+        )
 
     def update(
         self, seat_id: str, change: Callable[[SeatRun], SeatRun | None]
@@ -151,6 +284,11 @@ class SeatRuns:
         }
         if fields:
             self.r.hset(keys.PROJECT, mapping=fields)  # type: ignore[arg-type]
+            self.refill()  # every seat's news changed
+
+
+def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _read(seat_id: str, rev: object, doc: object) -> Read:
