@@ -230,18 +230,26 @@ def tick_seat(
 
 
 def next_due_ms(
-    run: SeatRun, seen: Observed, *, now_ms: int, republish_after_ms: int, changed: bool
+    run: SeatRun,
+    seen: Observed,
+    *,
+    options: ControllerOptions,
+    now_ms: int,
+    republish_after_ms: int,
+    changed: bool,
 ) -> int | None:
     """When `tick_seat` could next decide this seat differently if no news came (None: only
     news can), given the record `run` the tick at `now_ms` left and whether that tick
-    `changed` it: the earliest of the times, after `now_ms`, at which one of its comparisons
-    with the clock turns.
+    `changed` it: the next tick when the record it wrote is not yet at rest, else the
+    earliest of the times, after `now_ms`, at which one of its comparisons with the clock
+    turns.
 
-    A tick that changed the record (it began a turn, settled one, consumed an awaited
-    acknowledgement, wrote a new decision) is followed by one more at the next tick: the
-    record it wrote is new input (after a `run`, the next decision is `wait: active`). A tick
-    that changed nothing left a fixed point of `tick_seat`. With the record and the news
-    fixed, a tick's outcome depends on the clock only through
+    A tick that changed nothing left a fixed point of `tick_seat`. One that changed the
+    record (it began a turn, settled one, consumed an awaited acknowledgement, wrote a new
+    decision) made new input for the next: the record is tried once more here, on the same
+    news a millisecond later (with a fixed draw: nothing of it is kept), and when that would
+    change it again (after a `run`, the next decision is `wait: active`), the seat is due at
+    the next tick. With the record and the news fixed, a tick's outcome depends on the clock only through
     comparisons of `now_ms` with times the record holds: a retry's backoff, an announcement's
     delay and the quiet interval (the controller's state), a running turn's lease, a queued
     turn's republish time and a pending escalation's next try. Each comparison turns once, at
@@ -250,6 +258,17 @@ def next_due_ms(
     second would, where it would decide anything new. Asks still on their way are news whose
     end is not written as a wake-up (their sends end in many places), so while any is, the
     seat is looked at again on the next tick."""
+    if changed:
+        again = tick_seat(
+            run,
+            seen,
+            options=options,
+            now_ms=now_ms + 1,
+            rng=lambda: 0.5,
+            republish_after_ms=republish_after_ms,
+        )
+        if again.run != run:
+            return now_ms + 1
     times: list[float] = []
     ctl = run.controller
     times += [t for t in (ctl.retry_at, ctl.announcement_at, ctl.quiet_at) if t is not None]
@@ -261,7 +280,7 @@ def next_due_ms(
     e = run.escalation
     if e is not None and e.tracking_id is None:
         times.append((e.tried_at_ms or e.at_ms) + ESCALATION_RETRY_MS)
-    if changed or seen.pending_deliveries > 0:
+    if seen.pending_deliveries > 0:
         times.append(now_ms + 1)
     future = [math.ceil(t) for t in times if t > now_ms]
     return min(future) if future else None

@@ -204,7 +204,10 @@ class ControllerTick:
             c.project.card_changed(
                 list(index.ids), card=index.card, name=index.view.org.project.name, now_ms=now
             )
-        c.seat_runs.fill(list(index.ids), org=index.fingerprint, now_ms=now)
+        period = int(c.settings.controller_reconcile_s * 1000)
+        c.seat_runs.fill(
+            list(index.ids), org=index.fingerprint, now_ms=now, next_step_ms=now + period
+        )
         log.info("controller: due index filled for %d seats", len(index.ids))
 
     def _decide(
@@ -242,7 +245,14 @@ class ControllerTick:
             if changed:
                 writes.append((seat.member_id, read.rev, t.run))
                 ticked.append((seat, t))
-            at = next_due_ms(t.run, seen, now_ms=now, republish_after_ms=republish, changed=changed)
+            at = next_due_ms(
+                t.run,
+                seen,
+                options=seat.controller,
+                now_ms=now,
+                republish_after_ms=republish,
+                changed=changed,
+            )
             settled_due.append((seat.member_id, at))
         flags = c.seat_runs.settle(writes, settled_due, claim_ms=claim, reconcile=reconcile)
         crash_point("controller", "after_commit", "")

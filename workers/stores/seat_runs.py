@@ -126,13 +126,16 @@ class SeatRuns:
             pipe.zadd(keys.CONTROLLER_DUE, dict.fromkeys(chunk, claim_until_ms))
         pipe.execute()
 
-    def fill(self, seat_ids: Sequence[str], *, org: str, now_ms: int) -> None:
+    def fill(self, seat_ids: Sequence[str], *, org: str, now_ms: int, next_step_ms: int) -> None:
         """Wake every seat of the org `org` (the index was filled for another, or never):
-        each is decided again, and the reconciliation pass starts over from the first."""
+        each is decided again, and the reconciliation pass starts over from the first seat
+        at `next_step_ms` (every seat is looked at now)."""
         pipe = self.r.pipeline(transaction=False)
         for chunk in _chunks(seat_ids, 1000):
             pipe.zadd(keys.CONTROLLER_DUE, dict.fromkeys(chunk, now_ms), lt=True)
-        pipe.hset(keys.CONTROLLER_STATE, mapping={"org": org, "cursor": "0", "next": "0"})
+        pipe.hset(keys.CONTROLLER_STATE, "org", org)
+        pipe.hset(keys.CONTROLLER_STATE, "cursor", 0)
+        pipe.hset(keys.CONTROLLER_STATE, "next", next_step_ms)
         pipe.execute()
 
     def settle(
