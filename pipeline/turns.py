@@ -246,10 +246,12 @@ def next_due_ms(
 
     A tick that changed nothing left a fixed point of `tick_seat`. One that changed the
     record (it began a turn, settled one, consumed an awaited acknowledgement, wrote a new
-    decision) made new input for the next: the record is tried once more here, on the same
-    news a millisecond later (with a fixed draw: nothing of it is kept), and when that would
-    change it again (after a `run`, the next decision is `wait: active`), the seat is due at
-    the next tick. With the record and the news fixed, a tick's outcome depends on the clock only through
+    decision) made new input for the next. A turn it began is followed by `wait: active` at
+    the next tick; any other change is tried once more here, on the same news a millisecond
+    later (with a fixed draw: nothing of it is kept), and when that would change the record
+    again, the seat is due at the next tick.
+
+    With the record and the news fixed, a tick's outcome depends on the clock only through
     comparisons of `now_ms` with times the record holds: a retry's backoff, an announcement's
     delay and the quiet interval (the controller's state), a running turn's lease, a queued
     turn's republish time and a pending escalation's next try. Each comparison turns once, at
@@ -258,6 +260,10 @@ def next_due_ms(
     second would, where it would decide anything new. Asks still on their way are news whose
     end is not written as a wake-up (their sends end in many places), so while any is, the
     seat is looked at again on the next tick."""
+    active = run.active
+    begun = active is not None and active.state == "queued" and active.queued_at_ms == now_ms
+    if changed and begun:
+        return now_ms + 1  # the next decision is `wait: active`
     if changed:
         again = tick_seat(
             run,
@@ -272,7 +278,6 @@ def next_due_ms(
     times: list[float] = []
     ctl = run.controller
     times += [t for t in (ctl.retry_at, ctl.announcement_at, ctl.quiet_at) if t is not None]
-    active = run.active
     if active is not None and active.state == "running" and active.lease_until_ms is not None:
         times.append(active.lease_until_ms + 1)  # settled as lost once the lease is behind
     if active is not None and active.state == "queued":

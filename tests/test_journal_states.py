@@ -169,6 +169,11 @@ HASH_FIELDS = frozenset(
         # a seat's work-controller record (workers/stores/seat_runs.py)
         "rev",
         "doc",
+        # the project's flags and card fingerprint (workers/stores/project.py), read by the
+        # work controller's observe
+        "started",
+        "paused",
+        "card",
         # the controller's due index state: the org it was filled for, the reconciliation
         # pass's cursor and its next step (workers/stores/seat_runs.py)
         "org",

@@ -35,6 +35,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "claim_take": ("subject_common",),
     "consent_revoke": ("ledger_common", "controller_wake", "inbox_common"),
     "controller_commit": (),
+    "controller_observe": (),
     "controller_take": (),
     "cost_record": (),
     "decision_record": (

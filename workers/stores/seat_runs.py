@@ -9,10 +9,9 @@ reads again and decides again. That is what makes "never two turns at once" hold
 beats, a redelivered tick or a worker killed between decide and enqueue: beginning a turn is
 a write of the seat's record, and only one such write can follow a given read.
 
-`observe` reads what a tick needs of many seats in a bounded number of round trips (two,
-whatever the number of seats): the records and every news input (the inbox, the notices, the
-backlog, the work intents' counters) pipelined, then the states of the seats' recent asks (the
-pending deliveries) in a second pipeline.
+`observe` reads what a tick needs of many seats in one round trip, whatever the number of
+seats (`controller_observe.lua`): the records and every news input (the inbox, the notices,
+the backlog, the work intents' counters, and the seat's recent asks still on their way).
 
 The due index (issue 27): the controller decides only the seats that can have something to
 decide. `keys.CONTROLLER_DUE` scores each such seat by when it is next due (`pipeline/turns.py`
@@ -41,7 +40,6 @@ from workers.stores.scripts import script, text
 
 DELIVERY_WINDOW_MS = 3_600_000  # a seat's asks this recent may still be on their way
 DELIVERY_SCAN = 100  # at most this many of a seat's recent asks are looked at
-IN_FLIGHT = frozenset({"reserved", "sending"})
 CAS_ATTEMPTS = 20
 
 
@@ -82,6 +80,7 @@ class SeatRuns:
         self._commit = script(client, "seat_run_commit")
         self._take = script(client, "controller_take")
         self._settle = script(client, "controller_commit")
+        self._observe = script(client, "controller_observe")
 
     def get(self, seat_id: str) -> Read:
         rev, doc = self.r.hmget(keys.seat_run(seat_id), ["rev", "doc"])
@@ -225,36 +224,43 @@ class SeatRuns:
         return updated[1]
 
     def observe(self, seat_ids: Sequence[str], *, now_ms: int) -> list[tuple[Read, Observed]]:
-        """Every seat's record and news inputs, in two round trips."""
-        pipe = self.r.pipeline(transaction=False)
-        pipe.hmget(keys.PROJECT, ["started", "paused", "card"])
+        """Every seat's record and news inputs, in one script (`controller_observe.lua`)."""
+        names = [keys.PROJECT]
         for seat in seat_ids:
-            pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
-            pipe.hmget(keys.inbox_meta(seat), ["last", "acked", "projectSince", "projectEnd"])
-            pipe.hget(keys.seat_state(seat), "notices")
-            pipe.hget(keys.backlog(seat), REVISION_FIELD)
-            pipe.zcard(keys.backlog_open(seat))
-            pipe.hmget(keys.intent_meta(seat), [RUNNABLE_FIELD, WORK_FIELD])
-            pipe.zrevrangebyscore(
-                keys.by_seat(seat), "+inf", now_ms - DELIVERY_WINDOW_MS, start=0, num=DELIVERY_SCAN
-            )
-        replies = pipe.execute()
-        started, paused, card = replies[0]
+            names += [
+                keys.seat_run(seat),
+                keys.inbox_meta(seat),
+                keys.seat_state(seat),
+                keys.backlog(seat),
+                keys.backlog_open(seat),
+                keys.intent_meta(seat),
+                keys.by_seat(seat),
+            ]
+        reply = self._observe(
+            keys=names,
+            args=[
+                now_ms - DELIVERY_WINDOW_MS,
+                DELIVERY_SCAN,
+                REVISION_FIELD,
+                RUNNABLE_FIELD,
+                WORK_FIELD,
+                keys.OP_PREFIX,
+            ],
+        )
+        started, paused, card = reply[0:3]
         project: dict[str, object] = {
             "started": _flag(started, True),
             "paused": _flag(paused, False),
         }
-        if card is not None:
+        if card:
             project["card"] = text(card)
-        per_seat = [replies[1 + 7 * i : 8 + 7 * i] for i in range(len(seat_ids))]
-        ops = [[text(o) for o in reply[6]] for reply in per_seat]
-        states = self._op_states([o for seat_ops in ops for o in seat_ops])
         out: list[tuple[Read, Observed]] = []
-        for seat, reply, seat_ops in zip(seat_ids, per_seat, ops, strict=True):
-            (rev, doc), (last, acked, since, end), notices, revision, open_items, work, _ = reply
+        for i, seat in enumerate(seat_ids):
+            (rev, doc, last, acked, since, end, notices, revision, open_items, runnable, work,
+             flying) = reply[3 + 12 * i : 15 + 12 * i]  # fmt: skip
             out.append(
                 (
-                    _read(seat, rev, doc),
+                    _read(seat, rev or None, doc or None),
                     Observed(
                         inbox_last=_int(last),
                         inbox_acked=_int(acked),
@@ -262,22 +268,14 @@ class SeatRuns:
                         notices=_int(notices),
                         backlog_revision=_int(revision),
                         backlog_open=int(open_items),
-                        intents_runnable=_int(work[0]),
-                        intents_revision=_int(work[1]),
-                        pending_deliveries=sum(states.get(o) in IN_FLIGHT for o in seat_ops),
+                        intents_runnable=_int(runnable),
+                        intents_revision=_int(work),
+                        pending_deliveries=int(flying),
                         project=project,
                     ),
                 )
             )
         return out
-
-    def _op_states(self, op_ids: list[str]) -> dict[str, str]:
-        if not op_ids:
-            return {}
-        pipe = self.r.pipeline(transaction=False)
-        for op_id in op_ids:
-            pipe.hget(keys.op(op_id), "state")
-        return {o: text(s) for o, s in zip(op_ids, pipe.execute(), strict=True) if s is not None}
 
     def set_project(self, *, started: bool | None = None, paused: bool | None = None) -> None:
         fields: dict[str | bytes, str | bytes] = {
@@ -301,8 +299,9 @@ def _read(seat_id: str, rev: object, doc: object) -> Read:
 
 
 def _int(value: object) -> int:
-    return 0 if value is None else int(text(value))
+    """A number the script read; a missing one (Lua's false, nil from a pipeline) is 0."""
+    return 0 if value is None or value is False or value == 0 else int(text(value))
 
 
 def _flag(value: object, default: bool) -> bool:
-    return default if value is None else text(value) == "1"
+    return default if value is None or value is False else text(value) == "1"
