@@ -169,14 +169,14 @@ def act(c: Container, published: Published, rnd: random.Random, at: int, step: i
         roll = rnd.random()
         if roll < 0.04:
             directed(c, seat, step * 100 + seats.index(seat), at)
-        elif roll < 0.05:
+        elif roll < 0.07:
             page = c.inbox.updates(seat)
             if page.items:
                 c.inbox.ack(seat, page.position)
-        elif roll < 0.06:
+        elif roll < 0.08:
             what: Control = rnd.choice(["pause", "resume", "run-now", "resume"])
             c.seat_runs.control(seat, what, options=c.org.current()[0].seat(seat).controller)  # type: ignore[union-attr]
-        elif roll < 0.065:
+        elif roll < 0.085:
             c.backlog.add(
                 BacklogEntry.model_validate(
                     {
@@ -276,11 +276,14 @@ def test_every_news_writer_wakes_its_seat_in_the_same_script(
     small: Container, published: Published
 ) -> None:
     """Given seats at rest (the due index empty), each kind of news puts exactly its seat in
-    the index at the clock of the last tick: an inbox item, a backlog item added and done, a
-    work intent written, an operator's control, a project announcement (every seat)."""
+    the index at the clock of the last tick: an inbox item and its acknowledgement, a backlog
+    item added and done, an operator's control, a project announcement (every seat)."""
     c = small
     at = settle_all(c, published, NOW)
     directed(c, "s1", 1, at)
+    assert due(c) == {"s1": at}
+    c.redis.delete(keys.CONTROLLER_DUE)
+    c.inbox.ack("s1", c.inbox.updates("s1").position)  # what is pending changed
     assert due(c) == {"s1": at}
     tick(c, at + 1000)
     entry = BacklogEntry.model_validate(

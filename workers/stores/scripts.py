@@ -54,7 +54,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "guard_reserve": ("celery_common", "dead_letter", "stage_start"),
     "guard_tally": (),
     "inbound_record": ("ledger_common", "controller_wake", "inbox_common"),
-    "inbox_ack": (),
+    "inbox_ack": ("controller_wake",),
     "intent_record": ("controller_wake",),
     "issue_claim": ("subject_common", "issue_common"),
     "issue_member": ("subject_common", "issue_common"),
