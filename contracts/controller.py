@@ -168,6 +168,9 @@ class ActiveTurn(Wire):
     state: TurnState = "queued"
     queued_at_ms: int
     published_at_ms: int | None = None
+    # How often its message was put on the turns queue: each copy waits twice as long as
+    # the one before for a worker to start it (pipeline/turns.py `republish_at`).
+    publishes: int = Field(default=1, ge=1)
     started_at_ms: int | None = None
     lease_until_ms: int | None = None
     inbox_position: int = 0  # the last inbox position the turn is handed

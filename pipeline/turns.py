@@ -179,9 +179,9 @@ def tick_seat(
         )
         run = settled.run
     elif active is not None and active.state == "queued":
-        published = active.published_at_ms or active.queued_at_ms
-        if now_ms - published >= republish_after_ms:
-            publish = active.model_copy(update={"published_at_ms": now_ms})
+        if now_ms >= republish_at(active, republish_after_ms):
+            again = {"published_at_ms": now_ms, "publishes": active.publishes + 1}
+            publish = active.model_copy(update=again)
             run = run.model_copy(update={"active": publish})
     news = news_of(run.seat_id, seen, at_ms=now_ms)
     ctl = controller_of(run, options)
@@ -227,6 +227,24 @@ def tick_seat(
     ) is not None:
         run, escalate = pending
     return Ticked(run, decision, publish, settled, escalate)
+
+
+REPUBLISH_DOUBLINGS = 6  # a queued turn's republish wait doubles up to 64 times the first
+
+
+def republish_at(active: ActiveTurn, republish_after_ms: int) -> int:
+    """When a queued turn is published again: `republish_after_ms` after its last publish,
+    doubled for each copy already sent (at most `REPUBLISH_DOUBLINGS` times). The republish is
+    for a message lost between the tick's commit and its publish; the tick cannot tell such a
+    turn from one whose message waits behind others on a busy queue, and a copy per period of
+    every waiting turn would feed that queue (issue 27's soak). So the copies of one waiting
+    turn grow with the logarithm of its wait. A turn a worker held (`held`: its message was
+    taken, and it waits for the previous turn's agent) is looked at again every period."""
+    published = active.published_at_ms or active.queued_at_ms
+    if active.held is not None:
+        return published + republish_after_ms
+    doublings: int = min(active.publishes - 1, REPUBLISH_DOUBLINGS)
+    return published + republish_after_ms * (1 << doublings)
 
 
 def next_due_ms(
@@ -281,7 +299,7 @@ def next_due_ms(
     if active is not None and active.state == "running" and active.lease_until_ms is not None:
         times.append(active.lease_until_ms + 1)  # settled as lost once the lease is behind
     if active is not None and active.state == "queued":
-        times.append((active.published_at_ms or active.queued_at_ms) + republish_after_ms)
+        times.append(republish_at(active, republish_after_ms))
     e = run.escalation
     if e is not None and e.tracking_id is None:
         times.append((e.tried_at_ms or e.at_ms) + ESCALATION_RETRY_MS)
