@@ -178,11 +178,14 @@ def tick_seat(
             run, active.turn_id, LOST, options=options, now_ms=now_ms, rng=rng, reaped=False
         )
         run = settled.run
-    elif active is not None and active.state == "queued":
-        if now_ms >= republish_at(active, republish_after_ms):
-            again = {"published_at_ms": now_ms, "publishes": active.publishes + 1}
-            publish = active.model_copy(update=again)
-            run = run.model_copy(update={"active": publish})
+    elif (
+        active is not None
+        and active.state == "queued"
+        and now_ms >= republish_at(active, republish_after_ms)
+    ):
+        again = {"published_at_ms": now_ms, "publishes": active.publishes + 1}
+        publish = active.model_copy(update=again)
+        run = run.model_copy(update={"active": publish})
     news = news_of(run.seat_id, seen, at_ms=now_ms)
     ctl = controller_of(run, options)
     decision = ctl.decide(
