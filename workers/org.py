@@ -8,6 +8,7 @@ which would route every ask to `unroutable`.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -287,6 +288,17 @@ class OrgView:
         directedness stage did not store: the seats and the listed channels."""
         snap = org_snapshot(self.roster, self.channels)
         return org_version(snap), json.dumps(snap, separators=(",", ":"), sort_keys=True)
+
+    @cached_property
+    def seat_ids(self) -> tuple[str, ...]:
+        """Every seat's member id, sorted, once per org version."""
+        return tuple(sorted({s.member_id for s in self.org.seats}))
+
+    @cached_property
+    def seat_set_version(self) -> str:
+        """A digest of the seat set (`seat_ids`): what changes when a seat joins or leaves,
+        and nothing else does (the backlog's owner index is migrated once per seat set)."""
+        return hashlib.sha256("\n".join(self.seat_ids).encode()).hexdigest()[:16]
 
     @property
     def objectives(self) -> tuple[Objective, ...]:
