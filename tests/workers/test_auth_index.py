@@ -22,7 +22,7 @@ from workers.stores.tokens import Tokens, dev_token
 
 
 def _write_org(path: Path, seats: list[str], *, bump: int = 0) -> Path:
-    members = [{"id": "ops", "displayName": "Ops"}]
+    members: list[dict[str, Any]] = [{"id": "ops", "displayName": "Ops"}]
     members += [
         {"id": s, "displayName": f"Seat {s}", "aliases": [f"{s}@example.com"]} for s in seats
     ]
