@@ -7,13 +7,14 @@ which would route every ask to `unroutable`.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,57 @@ def load_org(path: Path) -> Org:
 
 
 GITHUB_ALIAS = "github:"
+PREFIXES_KEPT = 64  # `SeatsByName`: the name prefixes whose matches it keeps sorted
+
+
+def seat_name(member: Member | None, member_id: str) -> str:
+    """What a seat is called: its member's display name, else its member id."""
+    return (member.display_name if member is not None else "") or member_id
+
+
+class SeatsByName:
+    """The org's seats in name order, `(name, member id)`, indexed once per org version so
+    that a page of them (`find_agents`) costs the same at any number of seats: a bisection
+    to the cursor, then the page. A name prefix is matched case-insensitively (casefolded)
+    while the order stays the names' own, so the seats a prefix matches are not one run of
+    that order: they are found by a bisection of the casefolded names, sorted once and kept
+    for the `PREFIXES_KEPT` prefixes used last (each later page of the same prefix, and
+    every other caller's, is a bisection again)."""
+
+    def __init__(self, seats: Iterable[Seat], members: Mapping[str, Member]) -> None:
+        named = [(seat_name(members.get(s.member_id), s.member_id), s.member_id, s) for s in seats]
+        named.sort(key=lambda e: (e[0], e[1]))
+        self.entries: tuple[tuple[str, str, Seat], ...] = tuple(named)
+        self._keys = [(name, sid) for name, sid, _seat in named]
+        self._folded = sorted((name.casefold(), rank) for rank, (name, _s, _e) in enumerate(named))
+        self._folded_names = [f for f, _rank in self._folded]
+        self._matching = lru_cache(maxsize=PREFIXES_KEPT)(self._ranks)
+
+    def _ranks(self, prefix: str) -> tuple[int, ...]:
+        """The positions in name order of the seats whose casefolded name starts with
+        `prefix` (itself casefolded), ascending."""
+        found = []
+        for at in range(bisect.bisect_left(self._folded_names, prefix), len(self._folded)):
+            folded, rank = self._folded[at]
+            if not folded.startswith(prefix):
+                break
+            found.append(rank)
+        return tuple(sorted(found))
+
+    def page(
+        self, prefix: str, after: tuple[str, str] | None, size: int
+    ) -> tuple[list[tuple[str, str, Seat]], bool]:
+        """Up to `size` seats whose casefolded name starts with `prefix` (casefolded), in
+        name order, each after `after` (a `(name, member id)` cursor, None from the start),
+        and whether more follow."""
+        start = 0 if after is None else bisect.bisect_right(self._keys, after)
+        if not prefix:
+            chosen = self.entries[start : start + size + 1]
+            return list(chosen[:size]), len(chosen) > size
+        ranks = self._matching(prefix)
+        at = bisect.bisect_left(ranks, start)
+        chosen_ranks = ranks[at : at + size + 1]
+        return [self.entries[r] for r in chosen_ranks[:size]], len(chosen_ranks) > size
 
 
 @dataclass
@@ -288,6 +340,11 @@ class OrgView:
         directedness stage did not store: the seats and the listed channels."""
         snap = org_snapshot(self.roster, self.channels)
         return org_version(snap), json.dumps(snap, separators=(",", ":"), sort_keys=True)
+
+    @cached_property
+    def seats_by_name(self) -> SeatsByName:
+        """The seats in name order, indexed for paging (`find_agents`), once per org version."""
+        return SeatsByName(self.org.seats, self.member_by_id)
 
     @cached_property
     def seat_ids(self) -> tuple[str, ...]:
