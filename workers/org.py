@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import gc
 import hashlib
+import io
 import json
+import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -175,6 +179,63 @@ def load_org(path: Path) -> Org:
     except OSError as exc:
         raise ConfigError(f"cannot read the org file {path}: {exc}") from exc
     return parse_org(text, path)
+
+
+# ------------------------------------------------------------ one load per version, shared
+#
+# A worker at 10,000 seats spent 1.4 s loading the org file (issue 27), on start and each time
+# a prefork pool process was recycled (every 1,000 tasks). Where it went (bench.lookups,
+# 10,000 seats, JSON): parsing ~50 ms, pydantic's validation ~110-210 ms, the reference
+# check ~15 ms, `OrgView.of` ~200-350 ms, and on top of them the cyclic collector, which the
+# hundreds of thousands of objects a load allocates set off again and again, each time
+# walking everything the process holds: 0.8 s of the 1.1 s measured in a process that held
+# an org already. A YAML file of that size takes ~1.7 s to parse with libyaml alone.
+#
+# So a load is paid once per version of the file and process tree: `shared_view` keeps the
+# last view built from each file with the SHA-256 of its bytes, and answers it again for the
+# same bytes (a read and a digest: ~3 ms for the 4 MB of a 10,000-seat file) to every
+# OrgSource of the process; a process forked from one that loaded it (a prefork pool
+# process, from the worker's main process: workers/celery_app.py `SharedOrg`, which also
+# keeps the main process's copy fresh) inherits it. A build runs with the collector paused.
+
+_SHARED_LOCK = threading.Lock()
+# The file's resolved path -> (the SHA-256 of the bytes it was built from, the view).
+_SHARED: dict[str, tuple[str, OrgView]] = {}
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector off while a load allocates its objects (none of them is garbage
+    before the load ends, so a collection could free nothing of them), back as it was after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def shared_view(path: Path) -> OrgView:
+    """The org file at `path`, loaded and indexed (no learned identities), built once per
+    version of its bytes in this process (and inherited by a process forked after it); a
+    ConfigError for a file that cannot be read or is invalid (nothing kept then)."""
+    try:
+        raw = path.read_bytes()
+        key = str(path.resolve())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the org file {path}: {exc}") from exc
+    digest = hashlib.sha256(raw).hexdigest()
+    with _SHARED_LOCK:  # one build of a version, whichever thread asks first
+        kept = _SHARED.get(key)
+        if kept is not None and kept[0] == digest:
+            return kept[1]
+        # As `Path.read_text` reads it: the locale's encoding, universal newlines.
+        text = io.TextIOWrapper(io.BytesIO(raw)).read()
+        with collector_paused():
+            view = OrgView.of(parse_org(text, path))
+        _SHARED[key] = (digest, view)
+        return view
 
 
 GITHUB_ALIAS = "github:"
@@ -375,41 +436,70 @@ class OrgView:
 class OrgSource:
     path: Path
     _view: OrgView | None = None
-    _mtime: float | None = None
+    # What the file was (mtime ns, size, inode) when last loaded or found invalid: another
+    # read waits for the file to change.
+    _stamp: tuple[int, int, int] | None = None
     degraded: list[str] = field(default_factory=list)
     # seat -> identities its app posts as, learned at start; kept across re-reads of the file
     learned: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: Path) -> OrgSource:
-        """Load the org now; a bad file is a ConfigError at start, not at the first report."""
+        """Load the org now; a bad file is a ConfigError at start, not at the first report.
+        The same file already loaded in this process (or in the one this was forked from)
+        is not loaded again (`shared_view`)."""
         src = cls(path)
-        src._view = OrgView.of(load_org(path))
-        src._mtime = path.stat().st_mtime
+        stamp = _stamp(path)
+        src._view = shared_view(path)
+        src._stamp = stamp
         return src
 
     def current(self) -> tuple[OrgView, list[str]]:
-        """The org to decide with, and what is degraded about it."""
+        """The org to decide with, and what is degraded about it. A changed file is loaded
+        again (once per version per process: `shared_view`); one that fails keeps the last
+        good org, degraded, until the file changes again."""
         assert self._view is not None
         try:
-            mtime = self.path.stat().st_mtime
-            if mtime != self._mtime:
-                self._view = OrgView.of(load_org(self.path), self.learned)
-                self._mtime = mtime
+            stamp = _stamp(self.path)
+        except OSError as exc:
+            self._degrade(exc)
+            return self._view, list(self.degraded)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._view = self._learned_on(shared_view(self.path))
                 self.degraded = []
-        except (OSError, ConfigError) as exc:
-            first = str(exc).splitlines()[0]
-            self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
+            except ConfigError as exc:
+                self._degrade(exc)
         return self._view, list(self.degraded)
+
+    def _degrade(self, exc: Exception) -> None:
+        first = str(exc).splitlines()[0]
+        self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
+
+    def _learned_on(self, view: OrgView) -> OrgView:
+        if not self.learned:
+            return view
+        # Same org, same members: only the seats' identities change, so the directory stays.
+        with collector_paused():
+            return OrgView.of(view.org, self.learned, directory=view.directory)
 
     def learn_identities(self, seat_id: str, identities: tuple[str, ...]) -> None:
         """Add identities a seat's app posts as (its posts are then its own echo)."""
+        self.learn_many({seat_id: identities})
+
+    def learn_many(self, learned: Mapping[str, tuple[str, ...]]) -> None:
+        """`learn_identities` for several seats at once: the view is built again once."""
         assert self._view is not None
-        known = self.learned.get(seat_id, ())
-        self.learned[seat_id] = tuple(dict.fromkeys((*known, *(i for i in identities if i))))
-        # Same org, same members: only the seats' identities change, so the directory stays.
-        view = self._view
-        self._view = OrgView.of(view.org, self.learned, directory=view.directory)
+        for seat_id, identities in learned.items():
+            known = self.learned.get(seat_id, ())
+            self.learned[seat_id] = tuple(dict.fromkeys((*known, *(i for i in identities if i))))
+        self._view = self._learned_on(self._view)
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def learn_slack_identity(source: OrgSource, auth_test: Mapping[str, object]) -> str:
@@ -432,8 +522,7 @@ def learn_slack_identity(source: OrgSource, auth_test: Mapping[str, object]) -> 
         source.learn_identities(seat.member_id, (bot_id,))
         return f"seat {seat.member_id} posts on Slack as {user_id} ({bot_id or 'no bot_id'})"
     seats = [s.member_id for s in view.org.seats]
-    for seat_id in seats:
-        source.learn_identities(seat_id, (user_id, bot_id))
+    source.learn_many({seat_id: (user_id, bot_id) for seat_id in seats})
     return (
         f"the Slack bot {user_id or '?'} ({bot_id or 'no bot_id'}) is no seat's alias: its "
         f"posts count as the own echo of every seat ({', '.join(seats) or 'none'})"
