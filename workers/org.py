@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -308,6 +308,8 @@ class OrgView:
     # Every member by id, built once per org version (a look-up per send or request must not
     # walk a 100,000-member org).
     member_by_id: dict[str, Member] = field(default_factory=dict)
+    # The identities learned at start the roster was built with (`of`, `with_learned`).
+    learned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -360,7 +362,49 @@ class OrgView:
             github_logins=logins,
             objective_by_key={o.key: o for o in org.objectives},
             member_by_id=members,
+            learned=dict(learned),
         )
+
+    def with_learned(self, learned: Mapping[str, tuple[str, ...]]) -> OrgView:
+        """This org with `learned` as the seats' learned identities, as `of(self.org,
+        learned, directory=self.directory)` builds it, at the cost of the seats whose learned
+        identities differ from this view's (a pool process learns its Slack bot as it
+        starts: one seat, where `of` built all 10,000 again). Only the roster changes: the
+        identities a seat posts as are its `own` ids, in `by_alias`, nowhere else."""
+        changed = {
+            sid
+            for sid in {*self.learned, *learned}
+            if tuple(self.learned.get(sid, ())) != tuple(learned.get(sid, ()))
+        }
+        if not changed:
+            return replace(self, learned=dict(learned))
+        entries = list(self.roster.seats)
+        dropped: dict[str, set[int]] = {}
+        added: dict[str, set[int]] = {}
+        for i, (seat, entry) in enumerate(zip(self.org.seats, entries, strict=True)):
+            if seat.member_id not in changed:
+                continue
+            wire = dict(entry.wire)
+            own = [seat.slack_bot_id, *learned.get(seat.member_id, ())]
+            wire["ownIds"] = [x for x in own if x]
+            new = RosterSeat(seat.member_id, wire, entry.aliases, own_ids_of(wire))
+            entries[i] = new
+            before, after = entry.aliases | entry.own, new.aliases | new.own
+            for alias in before - after:
+                dropped.setdefault(alias, set()).add(i)
+            for alias in after - before:
+                added.setdefault(alias, set()).add(i)
+        by_alias = dict(self.roster.by_alias)
+        for alias in {*dropped, *added}:
+            kept = (set(by_alias.get(alias, ())) - dropped.get(alias, set())) | added.get(
+                alias, set()
+            )
+            if kept:
+                by_alias[alias] = tuple(sorted(kept))
+            else:
+                by_alias.pop(alias, None)
+        roster = replace(self.roster, seats=tuple(entries), by_alias=by_alias)
+        return replace(self, roster=roster, learned=dict(learned))
 
     @cached_property
     def people(self) -> dict[str, tuple[tuple[str, ...], str]]:
@@ -437,8 +481,9 @@ class OrgSource:
     path: Path
     _view: OrgView | None = None
     # What the file was (mtime ns, size, inode) when last loaded or found invalid: another
-    # read waits for the file to change.
+    # read waits for the file to change. `_loaded`: when the view held was loaded.
     _stamp: tuple[int, int, int] | None = None
+    _loaded: tuple[int, int, int] | None = None
     degraded: list[str] = field(default_factory=list)
     # seat -> identities its app posts as, learned at start; kept across re-reads of the file
     learned: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -451,7 +496,7 @@ class OrgSource:
         src = cls(path)
         stamp = _stamp(path)
         src._view = shared_view(path)
-        src._stamp = stamp
+        src._stamp = src._loaded = stamp
         return src
 
     def current(self) -> tuple[OrgView, list[str]]:
@@ -468,9 +513,12 @@ class OrgSource:
             self._stamp = stamp
             try:
                 self._view = self._learned_on(shared_view(self.path))
+                self._loaded = stamp
                 self.degraded = []
             except ConfigError as exc:
                 self._degrade(exc)
+        elif self.degraded and stamp == self._loaded:  # the file loaded is back (moved away)
+            self.degraded = []
         return self._view, list(self.degraded)
 
     def _degrade(self, exc: Exception) -> None:
@@ -478,11 +526,8 @@ class OrgSource:
         self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
 
     def _learned_on(self, view: OrgView) -> OrgView:
-        if not self.learned:
-            return view
-        # Same org, same members: only the seats' identities change, so the directory stays.
-        with collector_paused():
-            return OrgView.of(view.org, self.learned, directory=view.directory)
+        # Same org, same members: only the seats' identities change (`with_learned`).
+        return view.with_learned(self.learned) if self.learned or view.learned else view
 
     def learn_identities(self, seat_id: str, identities: tuple[str, ...]) -> None:
         """Add identities a seat's app posts as (its posts are then its own echo)."""
