@@ -27,8 +27,8 @@ driven in-process through httpx's ASGI transport, its lifespan run.
   in sorted order), timed alone `--scan-samples` times for the last seat's item.
 - **find_agents**: `--calls` calls through the tool route (`POST /v1/seats/{seat}/tools/
   find_agents`): the first page, the page after a cursor in the middle of the org, and the
-  name prefixes `seat 1` and `Seat 10` (11 and 1 seats at 100, 1,111 and 111 at 10,000), in
-  turn; p50 per call.
+  same two with the name prefix `seat` (every seat: a full page of 20 at every size, so
+  that each call reads the same 20 seats' state from Redis), in turn; p50 per call.
   `before: sort` is the listing the tool did per call before the index (every seat named,
   sorted, filtered by prefix and cursor), timed alone in-process, p50.
 - **token lookup**: `Authenticator.caller` per request, for `--tokens` tokens of random
@@ -241,11 +241,12 @@ class Size:
         tokens = Tokens(self.container.redis)
         self.token, _ = tokens.issue("seat", seat_id=self.taker, label="bench", now_ms=1)
         self.headers = {"Authorization": f"Bearer {self.token}"}
+        middle = self._middle_cursor()
         self.queries: list[dict[str, Any]] = [
             {},
-            {"cursor": self._middle_cursor()},
-            {"name_prefix": "seat 1"},
-            {"name_prefix": "Seat 10"},
+            {"cursor": middle},
+            {"name_prefix": "seat"},
+            {"name_prefix": "SEAT", "cursor": middle},
         ]
         # Token lookups: embedded (its own process's kind of Authenticator: no Redis) and
         # store tokens of 50 seats on this Redis.
@@ -290,7 +291,8 @@ class Size:
         started = time.perf_counter()
         resp = await client.post(url, headers=self.headers, json=body)
         elapsed = time.perf_counter() - started
-        if resp.status_code != 200 or not resp.json()["agents"]:
+        got = len(resp.json()["agents"]) if resp.status_code == 200 else 0
+        if not got or (self.n > 40 and got != 20):  # a full page from every query past 40
             raise RuntimeError(f"find_agents {body}: {resp.status_code} {resp.text}")
         if keep:
             self.timed["find_agents"].append(elapsed)
