@@ -155,6 +155,21 @@ def test_old_items_are_indexed_once_on_the_first_miss(
     assert store.ensure_indexed(seats, "v2") is None  # marked: nothing more to do
 
 
+def test_an_org_without_backlogs_is_left_as_it_was(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No seat has a backlog: indexing them writes nothing (a refused request must leave a
+    fresh database empty), and the process remembers it: a miss is one lookup."""
+    store = Backlog(redis_client)
+    seats = _seats(50)
+    assert store.ensure_indexed(seats, "v") == 0
+    assert redis_client.keys("*") == []
+    trips = round_trips(redis_client, monkeypatch)
+    assert store.ensure_indexed(seats, "v") is None
+    assert store.find("stw_nowhere", version="v", seats=lambda: pytest.fail("listed")) is None
+    assert trips == [["HMGET"]] and redis_client.keys("*") == []
+
+
 def test_a_reserved_id_is_never_an_item(redis_client: redis.Redis) -> None:
     store = Backlog(redis_client)
     store.ensure_indexed(["seat00001"], "v")

@@ -20,7 +20,8 @@ backlog and are still answered). Backlogs written before the index existed are i
 migration on read: the first `find` that misses while the org's seat set (`version`) was
 never indexed reads every one of those seats' item ids once (sorted by seat, first seat
 wins: the order the claim routes used to look in), writes them to the index and marks the
-seat set done (`:indexed:<version>`); the ingress does the same as it starts
+seat set done (`:indexed:<version>`; in the process only, when none of the seats has a
+backlog: an org with no backlog yet is left as it was); the ingress does the same as it starts
 (`ensure_indexed`), so a request meets it only when the seat set changed while the ingress
 ran. After that a miss costs one lookup; a seat set
 indexed once is never read again (a seat that joins brings no unindexed items: everything
@@ -66,6 +67,8 @@ class Closed:
 class Backlog:
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
+        # The seat sets this process found indexed, or indexed itself (`ensure_indexed`).
+        self._indexed: set[str] = set()
         self._add = script(client, "backlog_add")
         self._done = script(client, "backlog_done")
 
@@ -115,27 +118,33 @@ class Backlog:
         if item_id.startswith(":"):
             return None
         seat, indexed = self.r.hmget(keys.BACKLOG_OWNERS, [item_id, INDEXED_FIELD + version])
-        if seat is None and indexed is None:
+        if seat is None and indexed is None and version not in self._indexed:
             self.index_seats(seats(), version)
             seat = self.r.hget(keys.BACKLOG_OWNERS, item_id)
         return None if seat is None else self.get(text(seat), item_id)
 
     def ensure_indexed(self, seat_ids: Iterable[str], version: str) -> int | None:
-        """`index_seats` unless the seat set `version` was indexed already (None then: one
-        lookup, nothing written). The ingress runs it as it starts, so that a request's miss
-        (a 404, which must write nothing) finds its seat set indexed."""
+        """`index_seats` unless the seat set `version` was indexed already (None then:
+        nothing written). The ingress runs it as it starts, so that a request's miss (a 404,
+        which must write nothing) finds its seat set indexed."""
+        if version in self._indexed:
+            return None
         if self.r.hexists(keys.BACKLOG_OWNERS, INDEXED_FIELD + version):
+            self._indexed.add(version)
             return None
         return self.index_seats(seat_ids, version)
 
     def index_seats(self, seat_ids: Iterable[str], version: str) -> int:
         """Put every item of these seats' backlogs in the owner index (an id already there
         keeps its seat; the seats in sorted order, so the first seat holding an id wins),
-        then mark the seat set `version` indexed. Returns how many ids it added. Run again
-        (another process at the same time, a retry after a crash before the mark) it adds
-        nothing twice."""
+        then mark the seat set `version` indexed: in Redis when any of them has a backlog
+        (an org with none writes nothing: a process that finds it so remembers it, and the
+        next one to start reads the empty backlogs once again), in this process always.
+        Returns how many ids it added. Run again (another process at the same time, a retry
+        after a crash before the mark) it adds nothing twice."""
         ordered = sorted(set(seat_ids))
         added = 0
+        found_any = False
         for at in range(0, len(ordered), MIGRATE_CHUNK):
             chunk = ordered[at : at + MIGRATE_CHUNK]
             read = self.r.pipeline(transaction=False)
@@ -144,12 +153,15 @@ class Backlog:
             found = read.execute()
             write = self.r.pipeline(transaction=False)
             for seat, ids in zip(chunk, found, strict=True):
+                found_any = found_any or bool(ids)
                 for raw in ids:
                     item = text(raw)
                     if not item.startswith(":"):
                         write.hsetnx(keys.BACKLOG_OWNERS, item, seat)
             added += sum(int(bool(n)) for n in write.execute())
-        self.r.hset(keys.BACKLOG_OWNERS, INDEXED_FIELD + version, len(ordered))
+        if found_any:
+            self.r.hset(keys.BACKLOG_OWNERS, INDEXED_FIELD + version, len(ordered))
+        self._indexed.add(version)
         return added
 
     def revision(self, seat_id: str) -> int:
