@@ -1,46 +1,55 @@
-"""One work-controller beat tick over N seats on real Redis (issue 12, "Benchmark").
+"""The work-controller beat tick over N seats on real Redis (issues 12 and 27, "Benchmark").
 
-    uv run python -m bench.controller [--sizes 10,100,1000] [--ticks 20] [--asks 0]
-        [--redis-url redis://127.0.0.1:6379/12] [--profile] [--top 25] [--json FILE]
+    uv run python -m bench.controller [--sizes 100,1000,10000] [--ticks 20] [--active 0.01]
+        [--busy-max 10000] [--asks 0] [--redis-url URL] [--profile] [--top 25] [--json FILE]
+
+By default the bench starts a redis-server of its own on a free port (no persistence), so the
+server's CPU and the bytes it sends are the tick's alone; `--redis-url` uses an existing
+database instead (FLUSHED), where the server figures include whatever else it serves.
 
 For each N (the smaller sizes are the baseline of the larger ones, in the same run): flush the
 database, write an org file (a temp dir) with N seats (a member and a seat each, the embedded
 `noop` launcher, one operator member), build the container (`build_container`) and a
 publish-only Celery app (`create_app(settings, register=False)`, the broker on the SAME
 database), `gc.freeze()` what exists then (as a worker's pool process does after building its
-container: workers/stages/base.py `ready_pool_process`), then bring every seat to the steady
-state: tick once (every seat's `first` turn is published), run each published turn in-process
-through the turns stage (`Turns.run`: the noop launcher records `ok`), tick twice more (the
-seats now wait `idle`; the second of these writes nothing). Then, timed, `ControllerTick(
-container, app, rng=...)(now_ms=...)` -- the controller beat task's body -- 1 s apart on the
-clock it is given:
+container: workers/stages/base.py `ready_pool_process`), then bring every seat to rest: tick
+(every seat's `first` turn is published), run each published turn in-process through the turns
+stage (`Turns.run`: the noop launcher records `ok`), tick until nothing is due. Above 2,000
+seats, only the first seat goes that way, and its record at rest is copied to every other seat
+(its id replaced; the due index filled for the org, and empty, as at rest): the same state,
+without running 100,000 turns. Then, timed, `ControllerTick(container, app, rng=...)(now_ms=...)`
+-- the controller beat task's body -- 1 s apart on the clock it is given:
 
-- **idle**: `--ticks` steady ticks; each must decide `wait:idle` for every seat, write nothing
+- **idle**: `--ticks` ticks with every seat at rest: each must decide nobody, write nothing
   and publish nothing.
-- **busy**: one directed Slack mention per seat is put in its inbox the way the directedness
-  stage does (`Journal.accept` + `InboundStore.record`, as tests/fakes.py `place`), the seats'
-  records are DUMPed, then `--ticks` times: RESTORE the records (untimed), tick (timed: every
-  seat begins a turn with reason `notices`, its record is written and one turn message is
-  published per seat through the REAL `workers.broker.publish`, i.e. Celery's `send_task` on
-  the Redis broker), DEL the broker's `turns` list (untimed). Each tick must publish N turns
-  and write N records.
+- **sparse**: before each tick (untimed), `--active` of the seats (1 % by default, at least
+  one), drawn at random, get a directed Slack mention in their inbox the way the directedness
+  stage puts it there (`Journal.accept` + `InboundStore.record`); the tick (timed) begins
+  their turns; then (untimed) each published turn runs through the turns stage and the seat
+  acknowledges its inbox, as a seat's runtime would. So each tick decides the seats with news
+  and the seats whose turns ended since the last: about twice `--active`.
+- **busy** (N <= `--busy-max`): one directed mention per seat, the records DUMPed, then
+  `--ticks` times: RESTORE the records and the due index (untimed), tick (timed, with a batch
+  of N: every seat begins a turn with reason `notices`, its record is written and one turn
+  message per seat goes on the broker's `turns` list through the REAL
+  `controller_tick.publish_turns`: one LPUSH of every message Celery would write, the broker
+  being the stores' Redis), DEL the broker's `turns` list (untimed).
 
 With `--asks K`, every seat also has K asks of the last hour, already `sent` (the ledger's
 per-seat index `g:seat:{seat}` and the ask's `op` hash, written directly): the tick's second
-read (the pending deliveries) then has K x N commands.
+read (the pending deliveries) then has K commands per seat it decides.
 
-Measured per tick: wall time of the whole call (p50/p95, and per seat), this process's CPU,
-and the split observe / decide (`tick_seat` per seat, the org view) / commit / publish
-(`observe`, `commit` and the module's `publish` wrapped with timers). Redis round trips and
-commands are counted on the client: a round trip is one `send_packed_command` of redis-py's
-connection (`redis.connection.AbstractConnection`, patched for the whole process, so the
-broker's kombu publishes count too); a plain command is one round trip and one command, a
-pipeline's `execute` is ONE round trip of as many commands as it queued (`pack_commands`), a
-Lua script is one of each (EVALSHA; the scripts are loaded before the first tick, so no NOSCRIPT
-retry is counted). Round trips and commands made inside the wrapped `publish` are reported per
-turn, apart from the tick's own. As a cross-check, the server's `INFO commandstats` delta over
-each tick is printed too: it counts the commands Lua runs (`seat_run_commit`'s per seat) and
-anything another client of the same server did meanwhile.
+Measured per tick: wall time of the whole call (p50/p95/p99/max, and per seat decided), this
+process's CPU, the Redis server's CPU (INFO cpu, user + sys) and the bytes it sent (INFO stats
+`total_net_output_bytes`, less the INFO replies themselves, measured with no tick between), and
+the split observe / decide / commit / publish (`observe`, `settle` and the module's `publish`
+wrapped with timers). Redis round trips and commands are counted on the client: a round trip
+is one `send_packed_command` of redis-py's connection (`redis.connection.AbstractConnection`,
+patched for the whole process, so the broker's kombu publishes count too); a plain command is
+one round trip and one command, a pipeline's `execute` is ONE round trip of as many commands
+as it queued (`pack_commands`), a Lua script is one of each (EVALSHA; the scripts are loaded
+before the first tick, so no NOSCRIPT retry is counted). Round trips and commands made inside
+the wrapped `publish` are reported per turn, apart from the tick's own.
 
 `--no-gc` turns the cyclic collector off around each timed tick (a diagnosis: how much of a
 tick is the collector). `--profile` runs, at the largest N, a few extra ticks of each situation
@@ -60,20 +69,21 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_URL = "redis://127.0.0.1:6379/12"
 T0 = 1_800_000_000_000  # the clock handed to the ticks (ms)
 TICK_MS = 1_000  # ticks are this far apart on that clock
 OPERATOR = "ops"
 PROFILE_TICKS = 5
+REAL_SETUP_MAX = 2_000  # above this, the record at rest is copied (see the docstring)
 
 
 def seat_id(i: int) -> str:
-    return f"seat-{i:05d}"
+    return f"seat-{i:06d}"
 
 
 def write_org(path: Path, n: int) -> None:
@@ -153,19 +163,44 @@ def timed(meter: Meter, step: Step, inner: Callable[..., Any]) -> Callable[..., 
     return wrapper
 
 
+class Server:
+    """The Redis server's CPU (s) and bytes sent, read with INFO; `bytes` less the INFO
+    replies' own (measured once, with nothing between two reads)."""
+
+    def __init__(self, client: Any) -> None:
+        self.r = client
+        a, b = self.read(), self.read()
+        self.info_bytes = b[1] - a[1]
+
+    def read(self) -> tuple[float, int]:
+        cpu = self.r.info("cpu")
+        stats = self.r.info("stats")
+        return (
+            float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+            int(stats["total_net_output_bytes"]),
+        )
+
+    def delta(self, before: tuple[float, int]) -> tuple[float, int]:
+        after = self.read()
+        # Two INFO calls per read: the first read's replies land in this delta.
+        return after[0] - before[0], max(0, after[1] - before[1] - self.info_bytes)
+
+
 @dataclass
 class TickRun:
     """One tick's figures."""
 
     seconds: float
     cpu: float
+    server_cpu: float
+    server_bytes: int
     trips: int  # the tick's own (publishes excluded)
     commands: int
     publish_trips: int
     publish_commands: int
     published: int
     written: int
-    server_commands: int  # INFO commandstats delta (Lua's inner commands included)
+    decided: int
     split: dict[str, float]  # seconds by step
     decisions: dict[str, int]
 
@@ -177,23 +212,15 @@ class Series:
     asks: int
     ticks: list[TickRun] = field(default_factory=list)
 
-    def pct(self, q: float) -> float:
-        v = sorted(t.seconds for t in self.ticks)
-        return v[min(len(v) - 1, max(0, round(q * len(v)) - 1))]
+    def pct(self, q: float, name: str = "seconds") -> float:
+        v = sorted(getattr(t, name) for t in self.ticks)
+        return float(v[min(len(v) - 1, max(0, round(q * len(v)) - 1))])
 
-    def max(self) -> float:
-        return max(t.seconds for t in self.ticks)
+    def med(self, name: str) -> float:
+        return float(statistics.median(getattr(t, name) for t in self.ticks))
 
-    def one(self, name: str) -> int:
-        """A count that must be the same on every tick."""
-        values = {int(getattr(t, name)) for t in self.ticks}
-        if len(values) != 1:
-            raise RuntimeError(f"{self.situation} N={self.n}: {name} varied: {sorted(values)}")
-        return values.pop()
-
-    def spread(self, name: str) -> tuple[int, int]:
-        values = [getattr(t, name) for t in self.ticks]
-        return min(values), max(values)
+    def total(self, name: str) -> int:
+        return sum(int(getattr(t, name)) for t in self.ticks)
 
     def split_ms(self) -> dict[str, float]:
         return {
@@ -201,43 +228,42 @@ class Series:
         }
 
     def row(self) -> dict[str, Any]:
-        p50 = statistics.median(t.seconds for t in self.ticks)
-        published = self.one("published")
+        published = self.total("published")
+        decided = self.total("decided")
         return {
             "situation": self.situation,
             "seats": self.n,
             "asksPerSeat": self.asks,
             "ticks": len(self.ticks),
             "tickMs": {
-                "p50": round(1e3 * p50, 3),
+                "p50": round(1e3 * self.med("seconds"), 3),
                 "p95": round(1e3 * self.pct(0.95), 3),
-                "max": round(1e3 * self.max(), 3),
+                "p99": round(1e3 * self.pct(0.99), 3),
+                "max": round(1e3 * self.pct(1.0), 3),
             },
-            "perSeatUs": round(1e6 * p50 / self.n, 2),
-            "cpuMsP50": round(1e3 * statistics.median(t.cpu for t in self.ticks), 3),
-            "roundTripsPerTick": self.one("trips"),
-            "commandsPerTick": self.one("commands"),
+            "cpuMsP50": round(1e3 * self.med("cpu"), 3),
+            "serverCpuMsP50": round(1e3 * self.med("server_cpu"), 3),
+            "serverBytesP50": int(self.med("server_bytes")),
+            "decidedP50": int(self.med("decided")),
+            "bytesPerSeatDecided": round(self.total("server_bytes") / decided, 1)
+            if decided
+            else None,
+            "cpuUsPerSeatDecided": round(1e6 * sum(t.cpu for t in self.ticks) / decided, 1)
+            if decided
+            else None,
+            "roundTripsP50": int(self.med("trips")),
+            "commandsP50": int(self.med("commands")),
             "published": published,
             "publishRoundTripsPerTurn": (
-                round(self.one("publish_trips") / published, 3) if published else 0
+                round(self.total("publish_trips") / published, 3) if published else 0
             ),
             "publishCommandsPerTurn": (
-                round(self.one("publish_commands") / published, 3) if published else 0
+                round(self.total("publish_commands") / published, 3) if published else 0
             ),
-            "written": self.one("written"),
-            "serverCommandsPerTick": list(self.spread("server_commands")),
+            "written": self.total("written"),
             "splitMsP50": {k: round(v, 3) for k, v in self.split_ms().items()},
-            "decisions": self.ticks[0].decisions,
+            "decisions": self.ticks[-1].decisions,
         }
-
-
-def commandstats(client: Any) -> int:
-    stats: dict[str, dict[str, int]] = client.info("commandstats")
-    total = 0
-    for name, v in stats.items():
-        if name != "cmdstat_info":
-            total += int(v["calls"])
-    return total
 
 
 # --------------------------------------------------------------------------- one size
@@ -251,7 +277,6 @@ class Bench:
     ) -> None:
         import workers.stages.controller_tick as controller_tick
         from workers.bootstrap import build_container
-        from workers.broker import publish
         from workers.celery_app import create_app
         from workers.settings import Settings
         from workers.stores.scripts import LIBRARIES, SCRIPTS, source
@@ -274,6 +299,7 @@ class Bench:
                 self.c.redis.script_load(source(name))
         self.seats = [s.member_id for s in self.c.org.current()[0].org.seats]
         assert len(self.seats) == n
+        self.server = Server(self.c.redis)
         # As a worker's pool process does once it built its container (workers/stages/base.py
         # `ready_pool_process`): what lives as long as the process is hidden from the collector.
         gc.collect()
@@ -282,44 +308,100 @@ class Bench:
         self.sent: list[dict[str, Any]] = []
         sent = self.sent
 
-        def real_publish(app: Any, task: Any, tracking: str, message: dict[str, Any]) -> None:
-            sent.append(message)
-            publish(app, task, tracking, message)
+        real = controller_tick.publish_turns
+
+        def real_publish(app: Any, c: Any, turns: list[tuple[str, dict[str, Any]]]) -> None:
+            sent.extend(m for _, m in turns)
+            real(app, c, turns)
 
         counted = timed(meter, self.steps["publish"], real_publish)
-        controller_tick.publish = counted  # type: ignore[attr-defined]
+        controller_tick.publish_turns = counted
         seat_runs = self.c.seat_runs
         seat_runs.observe = timed(meter, self.steps["observe"], seat_runs.observe)  # type: ignore[method-assign]
-        seat_runs.commit = timed(meter, self.steps["commit"], seat_runs.commit)  # type: ignore[method-assign]
+        seat_runs.settle = timed(meter, self.steps["commit"], seat_runs.settle)  # type: ignore[method-assign]
         self.tick_fn = controller_tick.ControllerTick(self.c, self.app, rng=random.Random(7).random)
         self.clock = T0
+        self.rnd = random.Random(11)
+        self.mentions = 0
         from workers.queues import Queue
 
         self.turns_queue = Queue.TURNS.value  # kombu's Redis list for the queue
 
-    # ---- getting to the steady state (untimed)
+    @contextmanager
+    def batch(self, size: int) -> Iterator[None]:
+        """Ticks that decide up to `size` seats (the setting, for this bench's own steps)."""
+        settings = self.c.settings
+        self.c.settings = settings.model_copy(update={"controller_tick_seats": size})
+        try:
+            yield
+        finally:
+            self.c.settings = settings
+
+    # ---- getting to the rest state (untimed)
 
     def steady(self) -> None:
+        if self.asks:
+            self._asks()
+        big = self.n > REAL_SETUP_MAX
+        with self.batch(1 if big else self.n):
+            first = self._tick_raw()
+            if big:  # only the first seat goes on; the others are copied from it at rest
+                self._forget(self.seats[1:])
+            if len(first.published) != (1 if big else self.n):
+                raise RuntimeError(f"first tick published {len(first.published)} of {self.n}")
+            self.run_sent()
+            for _ in range(5):
+                if self._tick_raw().seats == 0:
+                    break
+            if big:
+                self._copy_rest(self.seats[0])
+            again = self._tick_raw()
+        if again.seats or again.written or again.published:
+            raise RuntimeError(f"not at rest: {again}")
+
+    def _forget(self, seats: list[str]) -> None:
+        """Take seats out of the due index (they are at rest, or will be copied so)."""
+        from workers.stores import keys
+
+        pipe = self.c.redis.pipeline(transaction=False)
+        for i in range(0, len(seats), 5000):
+            pipe.zrem(keys.CONTROLLER_DUE, *seats[i : i + 5000])
+        pipe.execute()
+
+    def _copy_rest(self, model: str) -> None:
+        """Every seat but `model` gets `model`'s record at rest (its id replaced)."""
+        from workers.stores import keys
+        from workers.stores.scripts import text as as_text
+
+        rev, doc = self.c.redis.hmget(keys.seat_run(model), ["rev", "doc"])
+        text, at = as_text(doc), as_text(rev)
+        pipe = self.c.redis.pipeline(transaction=False)
+        for k, seat in enumerate(self.seats):
+            if seat != model:
+                pipe.hset(
+                    keys.seat_run(seat), mapping={"rev": at, "doc": text.replace(model, seat)}
+                )
+            if k % 5000 == 4999:
+                pipe.execute()
+        pipe.execute()
+        self._forget([s for s in self.seats if s != model])
+
+    def run_sent(self) -> None:
+        """Run every published turn (noop: ok) and let the seat read its inbox."""
         from contracts.controller import TurnMessage
         from workers.stages.turns import Turns
 
-        if self.asks:
-            self._asks()
-        first = self._tick_raw()
-        if len(first.published) != self.n:
-            raise RuntimeError(f"first tick published {len(first.published)} of {self.n}")
         turns = Turns.of(self.c, self.app)
         turns.clock_ms = lambda: self.clock + 10
         for m in list(self.sent):
             outcome = turns.run(TurnMessage.model_validate(m))
             if outcome != "ok":
                 raise RuntimeError(f"turn {m}: {outcome}")
+            page = self.c.inbox.updates(m["seatId"])
+            if page.items:
+                self.c.inbox.ack(m["seatId"], page.position)
         self.sent.clear()
         self._drain()
-        self._tick_raw()  # writes `last_decision: idle`
-        again = self._tick_raw()
-        if again.written or again.published or again.decisions != {"wait:idle": self.n}:
-            raise RuntimeError(f"not steady: {again}")
 
     def _asks(self) -> None:
         """K asks of the last hour per seat, already sent (the ledger's keys, directly)."""
@@ -334,8 +416,8 @@ class Bench:
                 pipe.hset(keys.op(op_id), mapping={"state": "sent", "atMs": at})
         pipe.execute()
 
-    def direct_everyone(self) -> None:
-        """One directed mention per seat in its inbox, as the directedness stage records it."""
+    def direct(self, seats: list[str]) -> None:
+        """One directed mention in each seat's inbox, as the directedness stage records it."""
         from contracts import Candidate, Directedness
         from pipeline.facts import places_of
         from pipeline.fanout import Resolved
@@ -343,7 +425,9 @@ class Bench:
 
         verdict = Directedness(directed=True, surface="mention", reason="mention", why="named")
         view, _degraded = self.c.org.current()
-        for i, seat in enumerate(self.seats):
+        for seat in seats:
+            self.mentions += 1
+            i = self.mentions
             cand = Candidate.model_validate(
                 {
                     "family": "messaging",
@@ -374,14 +458,20 @@ class Bench:
         pipe = self.c.redis.pipeline(transaction=False)
         for seat in self.seats:
             pipe.dump(keys.seat_run(seat))
+        pipe.dump(keys.CONTROLLER_DUE)
         return list(pipe.execute())
 
     def restore(self, dumps: list[bytes]) -> None:
         from workers.stores import keys
 
         pipe = self.c.redis.pipeline(transaction=False)
-        for seat, dump in zip(self.seats, dumps, strict=True):
-            pipe.restore(keys.seat_run(seat), 0, dump, replace=True)
+        for key, dump in zip(
+            [*(keys.seat_run(s) for s in self.seats), keys.CONTROLLER_DUE], dumps, strict=True
+        ):
+            if dump is None:
+                pipe.delete(key)
+            else:
+                pipe.restore(key, 0, dump, replace=True)
         pipe.execute()
 
     def _drain(self) -> int:
@@ -397,8 +487,8 @@ class Bench:
         for s in self.steps.values():
             s.reset()
         self.sent.clear()
-        server0 = commandstats(self.c.redis)
         self.clock += TICK_MS
+        server0 = self.server.read()
         if self.no_gc:
             gc.disable()
         r0, c0 = self.meter.mark()
@@ -408,20 +498,22 @@ class Bench:
         if self.no_gc:
             gc.enable()
         r1, c1 = self.meter.mark()
-        server = commandstats(self.c.redis) - server0
+        server_cpu, server_bytes = self.server.delta(server0)
         pub = self.steps["publish"]
         split = {k: s.seconds for k, s in self.steps.items()}
         split["decide + rest"] = seconds - sum(split.values())
         return TickRun(
             seconds=seconds,
             cpu=cpu,
+            server_cpu=server_cpu,
+            server_bytes=server_bytes,
             trips=r1 - r0 - pub.trips,
             commands=c1 - c0 - pub.commands,
             publish_trips=pub.trips,
             publish_commands=pub.commands,
             published=len(report.published),
             written=report.written,
-            server_commands=server,
+            decided=report.seats,
             split=split,
             decisions=dict(report.decisions),
         )
@@ -430,39 +522,57 @@ class Bench:
         s = Series("idle", self.n, self.asks)
         for _ in range(ticks):
             t = self.tick()
-            if t.written or t.published or t.decisions != {"wait:idle": self.n}:
+            if t.written or t.published or t.decided:
                 raise RuntimeError(f"idle tick changed something: {t}")
             s.ticks.append(t)
         return s
 
+    def sparse(self, ticks: int, active: float, warmup: int = 3) -> Series:
+        s = Series("sparse", self.n, self.asks)
+        k = max(1, round(self.n * active))
+        for i in range(warmup + ticks):
+            self.direct(self.rnd.sample(self.seats, k))
+            gc.collect()
+            t = self.tick()
+            self.run_sent()
+            if t.published == 0:
+                raise RuntimeError(f"a sparse tick began no turn: {t}")
+            if i >= warmup:
+                s.ticks.append(t)
+        for _ in range(5):  # back to rest
+            if self._tick_raw().seats == 0:
+                break
+        return s
+
     def busy(self, ticks: int, warmup: int = 2) -> Series:
+        self.direct(self.seats)
         dumps = self.snapshot()
         s = Series("busy", self.n, self.asks)
-        for k in range(warmup + ticks):
-            self.restore(dumps)
-            t = self.tick()
-            if self._drain() != 1:
-                raise RuntimeError(f"no {self.turns_queue!r} list after a busy tick")
-            if t.written != self.n or t.published != self.n:
-                raise RuntimeError(f"busy tick: {t.written} written, {t.published} published")
-            if k >= warmup:
-                s.ticks.append(t)
+        with self.batch(self.n):
+            for k in range(warmup + ticks):
+                self.restore(dumps)
+                gc.collect()
+                t = self.tick()
+                if self._drain() != 1:
+                    raise RuntimeError(f"no {self.turns_queue!r} list after a busy tick")
+                if t.written != self.n or t.published != self.n:
+                    raise RuntimeError(f"busy tick: {t.written} written, {t.published} published")
+                if k >= warmup:
+                    s.ticks.append(t)
         self.restore(dumps)
         return s
 
-    def profile(self, situation: str, top: int) -> str:
-        dumps = self.snapshot() if situation == "busy" else []
+    def profile(self, situation: str, top: int, active: float) -> str:
         prof = cProfile.Profile()
+        k = max(1, round(self.n * active))
         for _ in range(PROFILE_TICKS):
-            if dumps:
-                self.restore(dumps)
+            if situation == "sparse":
+                self.direct(self.rnd.sample(self.seats, k))
             self.clock += TICK_MS
             prof.enable()
             self.tick_fn(now_ms=self.clock)
             prof.disable()
-            self._drain()
-        if dumps:
-            self.restore(dumps)
+            self.run_sent()
         out = io.StringIO()
         stats = pstats.Stats(prof, stream=out)
         stats.sort_stats("tottime").print_stats(top)
@@ -472,35 +582,52 @@ class Bench:
 # --------------------------------------------------------------------------- report
 
 HEADER = (
-    f"{'situation':<10}{'asks':>5}{'seats':>7}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}"
-    f"{'µs/seat':>9}"
-    f"{'cpu ms':>8}{'rt/tick':>8}{'cmd/tick':>9}{'srv cmd':>13}{'pub':>6}{'rt/pub':>7}"
-    f"{'cmd/pub':>8}  split p50 ms (observe / decide / commit / publish)"
+    f"{'situation':<9}{'seats':>7}{'decided':>8}{'p50 ms':>8}{'p99 ms':>8}{'cpu ms':>8}"
+    f"{'srv ms':>7}{'srv KB':>8}{'B/seat':>8}{'rt':>5}{'pub':>6}{'rt/pub':>7}"
 )
 
 
 def line(s: Series) -> str:
     r = s.row()
-    lo, hi = r["serverCommandsPerTick"]
-    srv = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    sp = r["splitMsP50"]
-    split = " / ".join(
+    per = r["bytesPerSeatDecided"]
+    return (
+        f"{s.situation:<9}{s.n:>7}{r['decidedP50']:>8}{r['tickMs']['p50']:>8.1f}"
+        f"{r['tickMs']['p99']:>8.1f}{r['cpuMsP50']:>8.1f}{r['serverCpuMsP50']:>7.1f}"
+        f"{r['serverBytesP50'] / 1024:>8.1f}{'-' if per is None else f'{per:.0f}':>8}"
+        f"{r['roundTripsP50']:>5}{r['published'] // len(s.ticks):>6}"
+        f"{r['publishRoundTripsPerTurn']:>7.2f}"
+    )
+
+
+def split_line(s: Series) -> str:
+    sp = s.row()["splitMsP50"]
+    parts = " / ".join(
         f"{sp[k]:.1f}" for k in ("observe", "decide + rest", "commit", "publish") if k in sp
     )
-    return (
-        f"{s.situation:<10}{s.asks:>5}{s.n:>7}{r['tickMs']['p50']:>9.2f}{r['tickMs']['p95']:>9.2f}"
-        f"{r['tickMs']['max']:>9.2f}"
-        f"{r['perSeatUs']:>9.1f}{r['cpuMsP50']:>8.1f}{r['roundTripsPerTick']:>8}"
-        f"{r['commandsPerTick']:>9}{srv:>13}{r['published']:>6}"
-        f"{r['publishRoundTripsPerTurn']:>7.2f}{r['publishCommandsPerTurn']:>8.2f}  {split}"
-    )
+    return f"    {s.situation} N={s.n}: observe / decide / commit / publish p50 ms {parts}"
+
+
+@contextmanager
+def database(url: str | None, tmp: Path) -> Iterator[str]:
+    """`url`, or a redis-server of the bench's own (no persistence), stopped at the end."""
+    if url is not None:
+        yield url
+        return
+    from bench.chaos import redis_server
+
+    with redis_server(tmp / "redis", "--appendonly", "no") as server:
+        yield server.url
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--redis-url", default=DEFAULT_URL, help="FLUSHED (default: %(default)s)")
-    ap.add_argument("--sizes", default="10,100,1000", help="seat counts, comma-separated")
+    ap.add_argument(
+        "--redis-url", default=None, help="an existing database, FLUSHED (default: its own)"
+    )
+    ap.add_argument("--sizes", default="100,1000,10000", help="seat counts, comma-separated")
     ap.add_argument("--ticks", type=int, default=20, help="timed ticks per situation and size")
+    ap.add_argument("--active", type=float, default=0.01, help="sparse: seats with news a tick")
+    ap.add_argument("--busy-max", type=int, default=10_000, help="busy only up to this size")
     ap.add_argument("--asks", type=int, default=0, help="recent sent asks per seat (default 0)")
     ap.add_argument(
         "--no-gc", action="store_true", help="gc.disable() around each timed tick (diagnosis)"
@@ -510,60 +637,70 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
-    if not sizes or args.ticks < 1:
-        ap.error("--sizes and --ticks must be positive")
+    if not sizes or args.ticks < 1 or not 0 < args.active <= 1:
+        ap.error("--sizes and --ticks must be positive, --active in (0, 1]")
 
+    from bench import stop_cleanly_on_sigterm
     from workers.settings import Settings
 
+    stop_cleanly_on_sigterm()
     interval_s = float(Settings.model_fields["controller_interval_s"].default)
     meter = Meter()
     series: list[Series] = []
     profiles: list[str] = []
-    print(
-        f"bench.controller: one ControllerTick over N seats on {args.redis_url} (FLUSHED), "
-        f"{args.ticks} ticks per situation, {args.asks} recent asks per seat; beat interval "
-        f"{interval_s:g} s (SEATWIRE_CONTROLLER_INTERVAL_S default); publishes: the real "
-        f"Celery send_task to the Redis broker on the same database\n"
-    )
-    print(HEADER)
-    last: Bench | None = None
-    with tempfile.TemporaryDirectory(prefix="seatwire-controller-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="seatwire-controller-") as tmp,
+        database(args.redis_url, Path(tmp)) as url,
+    ):
+        print(
+            f"bench.controller: ControllerTick over N seats on {url} (FLUSHED"
+            f"{'' if args.redis_url else ', its own server'}), {args.ticks} ticks per "
+            f"situation, sparse {args.active:.1%} of seats with news a tick, {args.asks} "
+            f"recent asks per seat; beat interval {interval_s:g} s; publishes: the real "
+            f"publish_turns to the Redis broker on the same database\n"
+        )
+        print(HEADER)
+        last: Bench | None = None
         for n in sizes:
             gc.unfreeze()  # the previous size's container is garbage now
-            b = Bench(meter, args.redis_url, n, args.asks, Path(tmp), args.no_gc)
+            b = Bench(meter, url, n, args.asks, Path(tmp), args.no_gc)
             last = b
             b.steady()
             gc.collect()
-            s = b.idle(args.ticks)
-            series.append(s)
-            print(line(s), flush=True)
-            if args.profile and n == sizes[-1]:
-                profiles.append(f"idle, N={n}:\n{b.profile('idle', args.top)}")
-            b.direct_everyone()
-            gc.collect()
-            s = b.busy(args.ticks)
-            series.append(s)
-            print(line(s), flush=True)
-            if args.profile and n == sizes[-1]:
-                profiles.append(f"busy, N={n}:\n{b.profile('busy', args.top)}")
+            for name in ("idle", "sparse", "busy"):
+                if name == "busy" and n > args.busy_max:
+                    continue
+                if name == "idle":
+                    s = b.idle(args.ticks)
+                elif name == "sparse":
+                    s = b.sparse(args.ticks, args.active)
+                else:
+                    s = b.busy(args.ticks)
+                series.append(s)
+                print(line(s), flush=True)
+                if args.profile and n == sizes[-1] and name != "busy":
+                    profiles.append(f"{name}, N={n}:\n{b.profile(name, args.top, args.active)}")
         if last is not None:
             last.c.redis.flushdb()
 
-    print("\n  ratios to the smallest size (time per seat; round trips per tick):")
+    print("\n  per situation, against the smallest size:")
     base = {s.situation: s for s in series if s.n == sizes[0]}
     for s in series:
         b0 = base[s.situation]
-        per = statistics.median(t.seconds for t in s.ticks) / s.n
-        per0 = statistics.median(t.seconds for t in b0.ticks) / b0.n
-        print(
-            f"    {s.situation:<5} N={s.n:<6} per seat x{per / per0:.2f}, round trips "
-            f"{s.one('trips')} vs {b0.one('trips')}, commands {s.one('commands')} vs "
-            f"{b0.one('commands')}; decisions {s.ticks[0].decisions}"
-        )
-    worst = max(series, key=lambda s: s.pct(0.95))
+        r, r0 = s.row(), b0.row()
+        cpu = s.med("cpu") / b0.med("cpu") if b0.med("cpu") else float("nan")
+        line_ = f"    {s.situation:<6} N={s.n:<7} tick CPU x{cpu:.2f}"
+        for name, what in (("bytesPerSeatDecided", "bytes"), ("cpuUsPerSeatDecided", "CPU")):
+            if r[name] and r0[name]:
+                line_ += f", {what} per seat decided x{r[name] / r0[name]:.2f}"
+        print(line_)
+    print()
+    for s in series:
+        print(split_line(s))
+    worst = max(series, key=lambda s: s.pct(0.99))
     print(
-        f"\n  slowest p95: {1e3 * worst.pct(0.95):.1f} ms ({worst.situation}, N={worst.n}) = "
-        f"{worst.pct(0.95) / interval_s:.3f} of the {interval_s:g} s interval"
+        f"\n  slowest p99: {1e3 * worst.pct(0.99):.1f} ms ({worst.situation}, N={worst.n}) = "
+        f"{worst.pct(0.99) / interval_s:.3f} of the {interval_s:g} s interval"
     )
     for p in profiles:
         print(f"\n  cProfile, {PROFILE_TICKS} ticks, {p}")

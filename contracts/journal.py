@@ -245,9 +245,13 @@ IssueVerb = Literal[
 # ask_create: {verb, doc}; ask_commit: {verb, version, inbox position}. `again`: this very
 # commit was applied already (its reply was lost); `conflict`: the ask changed since it was read.
 AskVerb = Literal["new", "exists", "ok", "again", "conflict", "missing"]
+# controller_take: {'org'} (the due index was filled for another org: nothing taken) or
+# {'due', reconciliation cursor or '', seat...}.
+ControllerTakeVerb = Literal["org", "due"]
 
 ScriptVerb = Literal[
     AskVerb,
+    ControllerTakeVerb,
     SendBeginVerb,
     OpFinishVerb,
     DeliveryVerb,

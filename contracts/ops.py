@@ -25,6 +25,9 @@ class ClusterStatus(Wire):
     (`sweep`, `steward`, `controller`) last finished; a tick never run is absent. `workers`
     is None when the workers were not asked (the metrics scrape does not ask them: each
     worker is its own scrape target), and empty when they were asked and none answered.
+    `controller_due`: seats in the work controller's due index, of which
+    `controller_overdue` are due by `at_ms` (a tick decides them next; a number that stays
+    high means the ticks are not keeping up, or not running).
     """
 
     at_ms: int
@@ -38,6 +41,8 @@ class ClusterStatus(Wire):
     beat_token: int | None
     ticks: dict[str, int]
     workers: tuple[WorkerSeen, ...] | None = None
+    controller_due: int = 0
+    controller_overdue: int = 0
 
 
 class WorkSend(Wire):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, TypeGuard
 
 from contracts.controller import (
@@ -334,8 +335,26 @@ def _fingerprint(news: object) -> str | None:
     project = field(news, "project")
     if project is UNDEFINED:
         return None
+    if isinstance(project, Mapping) and all(
+        isinstance(k, str) and type(v) in _SCALARS for k, v in project.items()
+    ):
+        # A flat project (what the work controller's news always is) is the same for every
+        # seat of a tick: its JSON is worked out once, keyed by its keys, types and values.
+        return _flat_json(tuple(sorted((k, type(v).__name__, v) for k, v in project.items())))
+    return _canonical(project)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@lru_cache(maxsize=64)
+def _flat_json(items: tuple[tuple[str, str, object], ...]) -> str:
+    return _canonical({k: v for k, _, v in items})
+
+
+def _canonical(value: object) -> str:
     return json.dumps(
-        project, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=js_str
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=js_str
     )
 
 

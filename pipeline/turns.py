@@ -25,7 +25,10 @@ ids arrive as arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -224,6 +227,83 @@ def tick_seat(
     ) is not None:
         run, escalate = pending
     return Ticked(run, decision, publish, settled, escalate)
+
+
+def next_due_ms(
+    run: SeatRun,
+    seen: Observed,
+    *,
+    options: ControllerOptions,
+    now_ms: int,
+    republish_after_ms: int,
+    changed: bool,
+) -> int | None:
+    """When `tick_seat` could next decide this seat differently if no news came (None: only
+    news can), given the record `run` the tick at `now_ms` left and whether that tick
+    `changed` it: the next tick when the record it wrote is not yet at rest, else the
+    earliest of the times, after `now_ms`, at which one of its comparisons with the clock
+    turns.
+
+    A tick that changed nothing left a fixed point of `tick_seat`. One that changed the
+    record (it began a turn, settled one, consumed an awaited acknowledgement, wrote a new
+    decision) made new input for the next. A turn it began is followed by `wait: active` at
+    the next tick; any other change is tried once more here, on the same news a millisecond
+    later (with a fixed draw: nothing of it is kept), and when that would change the record
+    again, the seat is due at the next tick.
+
+    With the record and the news fixed, a tick's outcome depends on the clock only through
+    comparisons of `now_ms` with times the record holds: a retry's backoff, an announcement's
+    delay and the quiet interval (the controller's state), a running turn's lease, a queued
+    turn's republish time and a pending escalation's next try. Each comparison turns once, at
+    its time, and a time already past has turned for good. So a tick that decides the seat at
+    the earliest time still to come, and at every news, decides exactly what a tick every
+    second would, where it would decide anything new. Asks still on their way are news whose
+    end is not written as a wake-up (their sends end in many places), so while any is, the
+    seat is looked at again on the next tick."""
+    active = run.active
+    begun = active is not None and active.state == "queued" and active.queued_at_ms == now_ms
+    if changed and begun:
+        return now_ms + 1  # the next decision is `wait: active`
+    if changed:
+        again = tick_seat(
+            run,
+            seen,
+            options=options,
+            now_ms=now_ms + 1,
+            rng=lambda: 0.5,
+            republish_after_ms=republish_after_ms,
+        )
+        if again.run != run:
+            return now_ms + 1
+    times: list[float] = []
+    ctl = run.controller
+    times += [t for t in (ctl.retry_at, ctl.announcement_at, ctl.quiet_at) if t is not None]
+    if active is not None and active.state == "running" and active.lease_until_ms is not None:
+        times.append(active.lease_until_ms + 1)  # settled as lost once the lease is behind
+    if active is not None and active.state == "queued":
+        times.append((active.published_at_ms or active.queued_at_ms) + republish_after_ms)
+    e = run.escalation
+    if e is not None and e.tracking_id is None:
+        times.append((e.tried_at_ms or e.at_ms) + ESCALATION_RETRY_MS)
+    if seen.pending_deliveries > 0:
+        times.append(now_ms + 1)
+    future = [math.ceil(t) for t in times if t > now_ms]
+    return min(future) if future else None
+
+
+def index_fingerprint(seats: Sequence[Seat], card: Mapping[str, object]) -> str:
+    """What the controller's due index was filled for: the seats (their ids and controller
+    options, what `next_due_ms` and `tick_seat` read of the org) and the project card. Any
+    other change of the org file leaves it, so the index is not refilled for it."""
+    canonical = json.dumps(
+        {
+            "seats": [[s.member_id, s.controller.model_dump(mode="json")] for s in seats],
+            "card": card,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
 def start_turn(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,3 +199,15 @@ def run_task(app: Celery, task: Task, message: dict[str, Any], *, redelivered: b
         return t(message)
     finally:
         t.pop_request()
+
+
+def per_turn(publish: Callable[..., None]) -> Callable[..., None]:
+    """A stand-in for `workers.stages.controller_tick.publish_turns` that hands each turn the
+    tick began to `publish(app, Task.TURN, turn_id, message)`, as the tests' recorders take
+    a publish."""
+
+    def publish_turns(app: Any, _c: Any, turns: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for turn_id, message in turns:
+            publish(app, Task.TURN, turn_id, message)
+
+    return publish_turns

@@ -69,7 +69,9 @@ SMOKES: dict[str, Smoke] = {
     ),
     "stages": Smoke("--redis-url {url} --n 6", ("reports/s in one process",)),
     "asks": Smoke("--redis-url {url} --asks 12", ("B per ask kept", "round trips per answer")),
-    "controller": Smoke("--redis-url {url} --sizes 3 --ticks 2", ("idle", "busy", "slowest p95")),
+    "controller": Smoke(
+        "--redis-url {url} --sizes 3 --ticks 2", ("idle", "sparse", "busy", "slowest p99")
+    ),
     "steward": Smoke(
         "--redis-url {url} --sizes 3 --candidates 8 --prefill-rows 0",
         ("tick 1 (creates)", "slowest tick"),

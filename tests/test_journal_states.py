@@ -119,6 +119,7 @@ COMMAND_ARGUMENTS = frozenset(
         "LIMIT",  # ZRANGEBYSCORE
         "WITHSCORES",  # ZREVRANGE
         "XX",  # ZADD: only an existing member
+        "LT",  # ZADD: only lower a member's score (a wake-up keeps a sooner due time)
         "-inf",  # score bounds
         "+inf",
         "(",  # an exclusive score bound's prefix
@@ -168,6 +169,16 @@ HASH_FIELDS = frozenset(
         # a seat's work-controller record (workers/stores/seat_runs.py)
         "rev",
         "doc",
+        # the project's flags and card fingerprint (workers/stores/project.py), read by the
+        # work controller's observe
+        "started",
+        "paused",
+        "card",
+        # the controller's due index state: the org it was filled for, the reconciliation
+        # pass's cursor and its next step (workers/stores/seat_runs.py)
+        "org",
+        "cursor",
+        "next",
         # the run of project-wide items at the end of an inbox (workers/stores/project.py)
         "projectSince",
         "projectEnd",

@@ -29,6 +29,7 @@ from pipeline.signatures import slack_headers
 from workers.container import Container
 from workers.demo_view import Case, Check, Field, Section, plural
 from workers.stages.asks_tick import AsksTick
+from workers.stores.asks import AskStore
 
 Headers = Callable[[str], dict[str, str]]
 Wait = Callable[[httpx.Client, str], dict[str, Any]]
@@ -173,6 +174,12 @@ def _reply(http: httpx.Client, ask: Ask, user: str, text: str, secret: str) -> s
     return str(resp.json()["deliveryId"])
 
 
+def _landed(store: AskStore, ask_id: str) -> Ask | None:
+    """The ask once its landing (where it was posted) is on record; None if it never is."""
+    found: Ask | None = _until(lambda: (a := store.get(ask_id)) and a.landing is not None and a)
+    return found
+
+
 def _until(check: Callable[[], Any], timeout_s: float = 60) -> Any:
     """`check()` once it says something (polled; a worker thread answers meanwhile)."""
     deadline = time.monotonic() + timeout_s
@@ -209,7 +216,9 @@ def run_asks_demo(
     # 1. A consent approved by a signed click; the seat's inbox hears of it.
     consent = _post(http, seat_headers, _report("consent", suffix), wait_final)
     consent_id = _ask_of(consent) or ""
-    asked = store.get(consent_id)
+    # The report's journal entry ends with its send; where the ask landed is written just
+    # after, in the send's own settle: wait for it, as a person's click comes after the post.
+    asked = _landed(store, consent_id)
     if asked is not None and asked.landing is not None:
         _click(http, asked, "approved", "U0BEN", slack_secret)
     clicked = _until(lambda: (a := store.get(consent_id)) and a.state != "open" and a)
@@ -241,7 +250,7 @@ def run_asks_demo(
     # 2. A blocked ask answered by a reply in its thread.
     blocked = _post(http, seat_headers, _report("blocked", suffix), wait_final)
     blocked_id = _ask_of(blocked) or ""
-    asked = store.get(blocked_id)
+    asked = _landed(store, blocked_id)
     words = "Granted: you have write access on the billing replica now."
     delivery = ""
     if asked is not None and asked.landing is not None:

@@ -33,7 +33,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -345,3 +345,27 @@ def push(
     for attempt in publish_retrying(retry_policy or WORKER_PUBLISH_RETRY):
         with attempt:
             client.lpush(queue, raw)
+
+
+def push_all(
+    client: redis.Redis,
+    app: Celery,
+    task: Task,
+    messages: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    retry_policy: dict[str, Any] | None = None,
+) -> None:
+    """`push` of many (tracking id, message) at once: ONE LPUSH of every message Celery would
+    write (in chunks of `PUSH_CHUNK`), in their order (a worker's BRPOP takes the first
+    first), retried as `push` is. A retry after a connection error may push a chunk Redis had
+    taken already: a stage message twice is what every stage takes (its id is its work's)."""
+    queue = TASK_QUEUE[task].value
+    raws = [stage_message(app, task, t, json.dumps(m)) for t, m in messages]
+    for start in range(0, len(raws), PUSH_CHUNK):
+        chunk = raws[start : start + PUSH_CHUNK]
+        for attempt in publish_retrying(retry_policy or WORKER_PUBLISH_RETRY):
+            with attempt:
+                client.lpush(queue, *chunk)
+
+
+PUSH_CHUNK = 1000  # messages per LPUSH of `push_all`

@@ -17,7 +17,7 @@ import uvicorn
 from rich.console import Console
 
 from workers.errors import ConfigError
-from workers.queues import WORKER_QUEUES, Queue
+from workers.queues import WORKER_QUEUES, Queue, Task
 from workers.settings import Settings, load_settings, masked, scrubbed
 
 if TYPE_CHECKING:
@@ -403,7 +403,13 @@ def beat(ctx: typer.Context, loglevel: Annotated[str, typer.Option()] = "INFO") 
     # only while it holds the leader lease, each with the lease's fencing token. The ticks
     # go to the `beat` queue, which the one-process worker below consumes (whichever beat
     # runs a tick, the token it carries decides whether it may write).
-    service = start_scheduler(app, Lease(client, holder=holder, lease_ms=settings.beat_lease_ms))
+    from workers.bootstrap import build_container
+    from workers.stages.controller_tick import idle_gate
+
+    # The controller's tick is sent only when a seat is due (its check reads the due index).
+    gates = {Task.CONTROLLER.value: idle_gate(build_container(settings, client=client))}
+    lease = Lease(client, holder=holder, lease_ms=settings.beat_lease_ms)
+    service = start_scheduler(app, lease, gates)
     console.print(f"beat {holder}: leader lease {settings.beat_lease_ms} ms")
     try:
         app.worker_main(

@@ -23,8 +23,9 @@ from workers import bootstrap
 from workers.celery_app import create_app
 from workers.errors import ConfigError
 from workers.ingress.app import create_ingress
-from workers.queues import BEAT_STAGES, WORKER_QUEUES, Stage
+from workers.queues import BEAT_STAGES, WORKER_QUEUES, Stage, Task
 from workers.settings import Settings
+from workers.stages.controller_tick import idle_gate
 
 log = logging.getLogger("seatwire.embedded")
 
@@ -102,7 +103,11 @@ class EmbeddedSystem:
         """Run one beat row's task every interval, here and now, as beat's worker would."""
         assert stage.cadence is not None
         every = float(getattr(self.settings, stage.cadence))
+        assert self.container is not None  # started
+        gate = idle_gate(self.container) if stage.task is Task.CONTROLLER else None
         while not self._stopping.wait(every):
+            if gate is not None and not gate():  # no seat due: no tick, as beat's
+                continue
             result = app.tasks[stage.task.value].apply()
             if result.failed():  # the next tick tries again, as beat's would
                 log.error("%s tick failed: %r", stage.task.value, result.result)

@@ -89,6 +89,10 @@ def status_lines(s: ClusterStatus, *, where: str, intervals: dict[str, float]) -
         f"{s.journal_failed} failed"
     )
     lines.append(f"{'parked':<13}{s.parked}")
+    lines.append(
+        f"{'controller':<13}{s.controller_due} seat(s) in the due index, "
+        f"{s.controller_overdue} due now"
+    )
     if s.workers is not None:
         lines.append(f"{'workers':<13}{len(s.workers)} answered")
         lines += [f"{'':<13}{w.name}: {', '.join(w.queues)}" for w in s.workers]

@@ -80,7 +80,9 @@ def cluster_status(
     pipe.zcount(keys.JOURNAL_OPEN, "-inf", f"({now_ms}")
     pipe.zcard(keys.JOURNAL_FAILED)
     pipe.zcard(keys.PARKED)
-    dlq, open_, overdue, failed, parked = pipe.execute()
+    pipe.zcard(keys.CONTROLLER_DUE)
+    pipe.zcount(keys.CONTROLLER_DUE, "-inf", now_ms)
+    dlq, open_, overdue, failed, parked, due, due_now = pipe.execute()
     leader = leader_status(r, terms=1)
     return ClusterStatus(
         at_ms=now_ms,
@@ -94,6 +96,8 @@ def cluster_status(
         beat_token=leader.token,
         ticks=Ticks(r).read(),
         workers=workers_seen(app) if ask_workers else None,
+        controller_due=int(due),
+        controller_overdue=int(due_now),
     )
 
 

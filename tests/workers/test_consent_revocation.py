@@ -119,6 +119,7 @@ def test_a_revocation_sent_again_after_a_lost_reply_is_written_once(
         keys.ask(ask.id),
         *InboxRoom.KEYS,
         *InboxRoom.seat_keys("scout"),
+        *keys.CONTROLLER_WAKE,
     ]
     args = [
         raw,

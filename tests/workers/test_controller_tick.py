@@ -15,7 +15,7 @@ import redis
 from celery import Celery
 
 from contracts import Candidate, Directedness
-from tests.fakes import place
+from tests.fakes import per_turn, place
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -65,7 +65,7 @@ class Published:
 @pytest.fixture
 def published(monkeypatch: pytest.MonkeyPatch) -> Published:
     p = Published()
-    monkeypatch.setattr(controller_tick, "publish", p)
+    monkeypatch.setattr(controller_tick, "publish_turns", per_turn(p))
     monkeypatch.setattr(report_intake, "publish", p)
     return p
 

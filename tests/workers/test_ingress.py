@@ -285,7 +285,11 @@ def test_over_budget_is_503_and_the_retry_lands_once(
     with TestClient(create_ingress(bootstrap.build_container(slow, app=app), app)) as c:
         as_seats(c)
         resp = c.post("/v1/seats/scout/work", json=BLOCKED, headers=AUTH)
-        assert resp.status_code == 503 and "did not finish" in resp.json()["message"]
+        # The budget runs out in the await, or first in a Redis read whose socket timeout it
+        # set (on a loaded machine): either way a 503, never a late 2xx.
+        message = resp.json()["message"]
+        assert resp.status_code == 503
+        assert "did not finish" in message or "Timeout reading from socket" in message
     normal = _settings(redis_url, outbox_path=tmp_path / "o.jsonl")
     app = create_app(normal, register=False)
     with TestClient(create_ingress(bootstrap.build_container(normal, app=app), app)) as c:

@@ -25,6 +25,7 @@ from workers.celery_app import create_app
 from workers.ingress.app import create_ingress
 from workers.ingress.metrics import ClusterFigures
 from workers.settings import BUNDLED_ORG, Settings
+from workers.stores import keys
 from workers.stores.ticks import Ticks
 
 TOKEN = "test-token"
@@ -87,6 +88,7 @@ def test_the_cluster_is_read_at_each_scrape(redis_client: redis.Redis, client: T
         )
         assert posted.status_code == 202, posted.text
     Ticks(redis_client).mark("sweep", NOW - 5_000)
+    redis_client.zadd(keys.CONTROLLER_DUE, {"scout": 1, "tally": 2**52})  # due now; later
     text = client.get("/metrics", headers=AUTH).text
     found = samples(text)
     # This process's own stage figures are served too (in `seatwire up` the stages run here).
@@ -99,6 +101,8 @@ def test_the_cluster_is_read_at_each_scrape(redis_client: redis.Redis, client: T
     assert found[("seatwire_journal_entries", (("state", "failed"),))] == 0
     assert (found[("seatwire_dlq_messages", ())], found[("seatwire_parked_messages", ())]) == (0, 0)
     assert found[("seatwire_beat_leader", ())] == 0
+    assert found[("seatwire_controller_due_seats", (("when", "now"),))] == 1
+    assert found[("seatwire_controller_due_seats", (("when", "later"),))] == 1
     assert (
         found[("seatwire_last_tick_timestamp_seconds", (("tick", "sweep"),))]
         == (NOW - 5_000) / 1000

@@ -79,6 +79,8 @@ def test_status_work_ledger_and_trace_follow_a_report(
     assert waiting.queues[Queue.ENGAGEMENT.value] == 1
     assert waiting.queues[Queue.SEND.value] == 0
     assert (waiting.journal_open, waiting.dlq, waiting.parked) == (1, 0, 0)
+    # The report's blocker is news for nobody's controller: the due index holds no seat.
+    assert (waiting.controller_due, waiting.controller_overdue) == (0, 0)
     assert waiting.workers == () and waiting.ticks == {} and waiting.beat_leader is None
     accepted = _json(["work", tracking_id, "--json"])
     assert accepted["state"] == "accepted" and accepted["send"] is None

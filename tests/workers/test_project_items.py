@@ -128,7 +128,7 @@ def test_a_changed_project_card_is_announced_once(
     from workers.stages import controller_tick
     from workers.stages.controller_tick import ControllerTick
 
-    monkeypatch.setattr(controller_tick, "publish", lambda *a, **k: None)
+    monkeypatch.setattr(controller_tick, "publish_turns", lambda *a, **k: None)
     _client, c = built
     tick = ControllerTick(c, c.app, rng=lambda: 0.5)
     tick(now_ms=1_000)

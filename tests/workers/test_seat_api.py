@@ -70,7 +70,7 @@ def running_turn(c: Container, monkeypatch: pytest.MonkeyPatch) -> str:
     """scout's first turn, begun by a tick and started as a worker would."""
     from workers.stages import controller_tick
 
-    monkeypatch.setattr(controller_tick, "publish", lambda *a, **k: None)
+    monkeypatch.setattr(controller_tick, "publish_turns", lambda *a, **k: None)
     assert c.app is not None
     ControllerTick(c, c.app, rng=lambda: 0.5)(now_ms=NOW)
     run = c.seat_runs.get("scout").run

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from pipeline.messages import PAGE_BYTES
 from pipeline.paging import json_bytes
 from tests.auth import as_seats
+from tests.fakes import per_turn
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.container import Container
@@ -400,7 +401,7 @@ def test_a_message_makes_the_controller_run_the_recipient_for_notices(
     ) -> None:
         published.append((task.value, message))
 
-    monkeypatch.setattr(controller_tick, "publish", publish)
+    monkeypatch.setattr(controller_tick, "publish_turns", per_turn(publish))
     c = world.container
     c.app = world.app
 

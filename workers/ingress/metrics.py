@@ -138,6 +138,14 @@ def cluster_families(status: ClusterStatus | None) -> list[Metric]:
     )
     for tick, at_ms in sorted(status.ticks.items()):
         ticks.add_metric([tick], at_ms / 1000)
+    due = GaugeMetricFamily(
+        "seatwire_controller_due_seats",
+        "Seats in the work controller's due index: due now (a tick decides them next), or "
+        "later (a timer of theirs comes)",
+        labels=["when"],
+    )
+    due.add_metric(["now"], status.controller_overdue)
+    due.add_metric(["later"], status.controller_due - status.controller_overdue)
     return [
         up,
         queues,
@@ -156,6 +164,7 @@ def cluster_families(status: ClusterStatus | None) -> list[Metric]:
             value=0 if status.beat_leader is None else 1,
         ),
         ticks,
+        due,
     ]
 
 

@@ -42,6 +42,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -165,9 +166,14 @@ def status(client: redis.Redis, *, terms: int = 5) -> LeaderStatus:
 
 class LeaderScheduler(beat.Scheduler):  # type: ignore[misc]  # celery ships no type hints
     """Celery's in-memory scheduler, sending only while it holds the lease, each tick it
-    sends carrying its token. Bound to a lease by `scheduler_for`."""
+    sends carrying its token. Bound to a lease by `scheduler_for`.
+
+    `gates` (task name -> a check) lets a row send only when its check says there is work:
+    the controller's tick is sent only when a seat is due, so an idle deployment publishes no
+    task every second. A check that fails sends the tick (it then finds out for itself)."""
 
     lease: ClassVar[Lease]
+    gates: ClassVar[Mapping[str, Callable[[], bool]]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._token: int | None = None
@@ -223,6 +229,9 @@ class LeaderScheduler(beat.Scheduler):  # type: ignore[misc]  # celery ships no 
         if not self.leading():  # the lease may have run out while this tick was sending
             log.warning("beat: not the leader any more; %s not sent", entry.task)
             return None
+        gate = self.gates.get(entry.task)
+        if gate is not None and not self._open(entry.task, gate):
+            return None
         token = self._token
         entry.kwargs = {**(entry.kwargs or {}), "fence": token}
         result = super().apply_async(entry, producer, advance, **kwargs)
@@ -235,6 +244,14 @@ class LeaderScheduler(beat.Scheduler):  # type: ignore[misc]  # celery ships no 
         )
         return result
 
+    @staticmethod
+    def _open(task: str, gate: Callable[[], bool]) -> bool:
+        try:
+            return gate()
+        except Exception as exc:
+            log.warning("beat: could not ask whether %s has work (%s); sent anyway", task, exc)
+            return True
+
     def close(self) -> None:
         try:
             if self.lease.release():
@@ -244,15 +261,22 @@ class LeaderScheduler(beat.Scheduler):  # type: ignore[misc]  # celery ships no 
         super().close()
 
 
-def scheduler_for(lease: Lease) -> type[LeaderScheduler]:
-    """A `LeaderScheduler` class bound to `lease` (Celery builds the scheduler itself)."""
-    return type("BoundLeaderScheduler", (LeaderScheduler,), {"lease": lease})
+def scheduler_for(
+    lease: Lease, gates: Mapping[str, Callable[[], bool]] | None = None
+) -> type[LeaderScheduler]:
+    """A `LeaderScheduler` class bound to `lease` and `gates` (Celery builds the scheduler
+    itself)."""
+    return type(
+        "BoundLeaderScheduler", (LeaderScheduler,), {"lease": lease, "gates": dict(gates or {})}
+    )
 
 
-def start_scheduler(app: Celery, lease: Lease) -> Any:
+def start_scheduler(
+    app: Celery, lease: Lease, gates: Mapping[str, Callable[[], bool]] | None = None
+) -> Any:
     """Run beat's scheduler in a thread of THIS process (Celery's `worker --beat` forks it
     into a child that outlives a SIGKILLed parent): it dies with the process. Returns the
     service; `stop()` it on shutdown (which gives the lease up)."""
-    service = beat.EmbeddedService(app, thread=True, scheduler_cls=scheduler_for(lease))
+    service = beat.EmbeddedService(app, thread=True, scheduler_cls=scheduler_for(lease, gates))
     service.start()
     return service

@@ -275,6 +275,7 @@ class AskStore:
                     keys.ask(consent.ask_id),
                     *InboxRoom.KEYS,
                     *InboxRoom.seat_keys(consent.seat_id),
+                    *keys.CONTROLLER_WAKE,
                 ],
                 args=[
                     raw,
@@ -458,6 +459,7 @@ class AskStore:
                 *inbox,
                 keys.ASKS_PENDING,
                 *(message or [keys.ask_message("-", "-")]),
+                *keys.CONTROLLER_WAKE,
             ],
             args=[
                 before.version,

@@ -81,6 +81,7 @@ class Backlog:
                 keys.backlog_open(entry.seat_id),
                 keys.backlog_open_for(entry.seat_id, entry.objective_key),
                 keys.BACKLOG_OWNERS,
+                *keys.CONTROLLER_WAKE,
             ],
             args=[
                 entry.id,
@@ -209,8 +210,9 @@ class Backlog:
                 keys.backlog(seat_id),
                 keys.backlog_open(seat_id),
                 keys.backlog_open_for(seat_id, entry.objective_key),
+                *keys.CONTROLLER_WAKE,
             ],
-            args=[item_id, closed.model_dump_json(by_alias=True)],
+            args=[item_id, closed.model_dump_json(by_alias=True), seat_id],
         )
         verb = text(reply[0])
         if verb == "done":

@@ -120,6 +120,7 @@ class Decisions:
                 keys.JOURNAL_OPEN,
                 *InboxRoom.KEYS,
                 *inbox_keys,
+                *keys.CONTROLLER_WAKE,
             ],
             args=[
                 fingerprint,

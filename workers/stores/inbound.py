@@ -158,6 +158,7 @@ class InboundStore:
                     *InboxRoom.KEYS,
                     *item_keys,
                     *(k for k, _ in facts),
+                    *keys.CONTROLLER_WAKE,
                 ],
                 args=[
                     now_ms,

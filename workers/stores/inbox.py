@@ -146,7 +146,8 @@ class Inbox:
         """Acknowledge up to `position`; returns the next page (sized by `measure`, as
         `updates`)."""
         verb, _acked, last = self._ack(
-            keys=[keys.inbox(seat_id), keys.inbox_meta(seat_id)], args=[position]
+            keys=[keys.inbox(seat_id), keys.inbox_meta(seat_id), *keys.CONTROLLER_WAKE],
+            args=[position, seat_id],
         )
         if text(verb) == "beyond":
             raise AckBeyondLast(position, int(last))

@@ -80,6 +80,7 @@ class Intents:
                 keys.intents(seat_id),
                 keys.intent_meta(seat_id),
                 keys.intent_request(seat_id, client_request_id),
+                *keys.CONTROLLER_WAKE,
             ],
             args=[
                 intent_id,
@@ -94,6 +95,7 @@ class Intents:
                 REVISION_FIELD,
                 RUNNABLE_FIELD,
                 WORK_FIELD,
+                seat_id,
             ],
         )
         verb = text(reply[0])

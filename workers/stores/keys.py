@@ -241,6 +241,20 @@ RATE_LIMIT = f"{PREFIX}rl:tat"
 
 
 PROJECT = f"{PREFIX}project"  # hash of the project's flags: `started`, `paused` ('1' | '0')
+# The work controller's due index (workers/stores/seat_runs.py): a zset of seat ids scored by
+# when each is next to be decided (ms on the controller tick's clock). A seat whose decision
+# nothing but news could change is not in it. A wake-up lowers a seat's score to the clock of
+# the last tick (CONTROLLER_CLOCK, a string of ms), so wake-ups sort fairly among timers
+# whatever clock the tick runs on. (Not under `ctl:`: that is every seat's record.)
+CONTROLLER_DUE = f"{PREFIX}controller:due"
+CONTROLLER_CLOCK = f"{PREFIX}controller:clock"
+# What a script that makes a seat's news is given, LAST among its keys, to wake the seat
+# (workers/stores/lua/controller_wake.lua).
+CONTROLLER_WAKE = (CONTROLLER_DUE, CONTROLLER_CLOCK)
+# Hash of the due index's own state: `org` (the fingerprint of the org the index was filled
+# for: a new one wakes every seat), `cursor` and `next` (where the reconciliation pass is,
+# and when its next step is due).
+CONTROLLER_STATE = f"{PREFIX}controller:index"
 
 
 def seat_run(seat_id: str) -> str:

@@ -109,6 +109,7 @@ class Messages:
                 keys.message(reply_to) if reply_to else message_key,
                 *InboxRoom.KEYS,
                 *inbox_keys,
+                *keys.CONTROLLER_WAKE,
             ],
             args=[
                 now_ms,

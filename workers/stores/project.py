@@ -93,10 +93,15 @@ class ProjectStore:
         seat_keys = [k for s in seat_ids for k in InboxRoom.seat_keys(s, notices=False)]
         once = "1" if event == "card" else "0"
         full = self._notify(
-            keys=[keys.PROJECT, *InboxRoom.KEYS, *seat_keys],
+            keys=[keys.PROJECT, *InboxRoom.KEYS, *seat_keys, *keys.CONTROLLER_WAKE],
             args=[field, value, template, len(seat_ids), once, *self.room.args(), *seat_ids],
         )
         return Notified(item, tuple(as_text(s) for s in full))
+
+    def card(self) -> str | None:
+        """The fingerprint of the project card last announced (None: none yet)."""
+        found = self.r.hget(keys.PROJECT, "card")
+        return None if found is None else as_text(found)
 
     def card_changed(self, seat_ids: Sequence[str], *, card: str, name: str, now_ms: int) -> None:
         """Announce a new project card (its fingerprint `card`) to every seat, once; the first

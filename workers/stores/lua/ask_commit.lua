@@ -8,7 +8,7 @@
 --   8 the seat's concluded asks (list), 9 stats hash, 10 ledger seats set,
 --   11 inbox stream, 12 inbox meta, 13 seat counters, 14 seat ledger stream,
 --   15 the pending asks (zset), 16.. the message it landed as, and its thread's root
---   (strings: its id, for replies).
+--   (strings: its id, for replies), then the work controller's wake keys (controller_wake.lua).
 -- ARGV: 1 expected version, 2 new doc, 3 op id, 4 ask id, 5 open (1/0), 6 deadline ms or '',
 --   7 keep ms once final (0: no expiry), 8 consent doc or '', 9 consent id,
 --   10 consent expires at ms, 11 decline scope field or '', 12 decline doc,
@@ -51,7 +51,7 @@ if ARGV[13] ~= '' then
   redis.call('LTRIM', KEYS[8], 0, 19)
 end
 if ARGV[21] == '1' then
-  for i = 16, #KEYS do redis.call('SET', KEYS[i], id, 'PX', ARGV[22]) end
+  for i = 16, #KEYS - 2 do redis.call('SET', KEYS[i], id, 'PX', ARGV[22]) end
 end
 if ARGV[23] ~= '1' then redis.call('ZREM', KEYS[15], id) end
 local position = 0

@@ -8,6 +8,8 @@
 --       3 the objective's open zset on this seat (id -> addedAtMs), 4 the owner index (hash:
 --       item id -> seat id)
 -- ARGV: 1 item id, 2 item JSON, 3 addedAtMs, 4 the revision's field name in KEYS[1], 5 seat id
+-- Last among KEYS the work controller's wake keys, last among ARGV the seat id: a new item
+-- wakes the seat (controller_wake.lua).
 -- Returns {'added', revision} | {'duplicate', revision}; only 'added' writes anything.
 if redis.call('HGET', KEYS[1], ARGV[1]) then
   return {'duplicate', tonumber(redis.call('HGET', KEYS[1], ARGV[4]) or 0)}
@@ -16,4 +18,5 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 redis.call('HSETNX', KEYS[4], ARGV[1], ARGV[5])
+controller_wake(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[#ARGV])
 return {'added', redis.call('HINCRBY', KEYS[1], ARGV[4], 1)}

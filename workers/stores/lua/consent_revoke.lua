@@ -5,6 +5,7 @@
 -- revoked consent is never revoked again), and the ask still the version read.
 -- KEYS: 1 the consent doc (string), 2 the ask's hash, 3 stats hash, 4 ledger seats set,
 --   5 inbox stream, 6 inbox meta, 7 seat counters, 8 seat ledger stream.
+--       and last the work controller's wake keys (controller_wake.lua).
 -- ARGV: 1 the consent doc as read, 2 the consent doc revoked, 3 the ask's version as read
 --   ('' when no ask is written), 4 the ask's new doc, 5 op id, 6 inbox item,
 --   7..10 the inbox room (inbox_room), 11 the seat id, 12 until when the consent doc is kept

@@ -9,6 +9,7 @@
 --       3 the index zset, 4 the direction's log stream, 5 the post's journal entry, 6 the
 --       journal's open index, 7 the stats hash, 8 the set of seats with a ledger, then 4 per
 --       seat notified (inbox stream, inbox meta, seat counters hash, seat ledger stream).
+--       and last the work controller's wake keys (controller_wake.lua).
 -- ARGV: 1 fingerprint (64 hex), 2 receipt JSON, 3 the direction's fixed part JSON,
 --       4 deadline (Unix ms), 5 direction id, 6 log entry JSON, 7 inbox item JSON (with
 --       "position":0 for the script to fill in), 8 seats notified, 9 receipt TTL ms,

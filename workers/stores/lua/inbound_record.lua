@@ -10,6 +10,7 @@
 --       5 the org version's snapshot, 6 the stats hash, 7 the set of seats with a ledger,
 --       then 4 per directed seat (inbox stream, inbox meta, seat counters hash, seat ledger
 --       stream), then one per fact set a seat joins.
+--       and last the work controller's wake keys (controller_wake.lua).
 -- ARGV: 1 nowMs, 2 retention ms of the entry, 3 ttl ms of a fact, 4 final state
 --       (directed|ambient), 5 summary JSON, 6 count of seats recorded, 7 fact count,
 --       8 trackingId, 9 org version, 10 its snapshot JSON ('' when not sent), 11 inbox cap,

@@ -12,10 +12,12 @@
 -- `room` is what the calling script read from its arguments (inbox_room): the cap, how the
 -- seat's ledger rows are kept (retention ms, row cap), the row's JSON (its time, seat and
 -- work id filled in here), the stats hash and the set of seats with a ledger
--- (workers/stores/inbox.py InboxRoom). Returns the position, or 0 when the inbox was full.
+-- (workers/stores/inbox.py InboxRoom), and the work controller's wake keys, which every
+-- script that puts items in an inbox is given last among its KEYS (controller_wake.lua): an
+-- item put wakes its seat. Returns the position, or 0 when the inbox was full.
 local function inbox_room(cap, keep_ms, maxlen, row, stats, ledger_seats)
   return {cap = tonumber(cap), keep_ms = keep_ms, maxlen = maxlen, row = row, stats = stats,
-    ledger_seats = ledger_seats}
+    ledger_seats = ledger_seats, due = KEYS[#KEYS - 1], clock = KEYS[#KEYS]}
 end
 
 local function inbox_put(stream, meta, item, counters, seat, ledger, room)
@@ -40,5 +42,6 @@ local function inbox_put(stream, meta, item, counters, seat, ledger, room)
   redis.call('XADD', stream, position .. '-0', 'item',
     (string.gsub(item, '"position":0', '"position":' .. position, 1)))
   if counters then redis.call('HINCRBY', counters, 'notices', 1) end
+  controller_wake(room.due, room.clock, seat)
   return position
 end

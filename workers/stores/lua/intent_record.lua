@@ -9,6 +9,8 @@
 --       8 1 when the new state is runnable (else 0), 9 how long a receipt is kept (ms),
 --       10 the counters' field bumped on every write, 11 the field counting runnable
 --       intents, 12 the field bumped on every write that leaves an intent runnable
+-- Last among KEYS the work controller's wake keys, last among ARGV the seat id: a write
+-- wakes the seat (controller_wake.lua).
 -- Returns {'duplicate', receipt JSON} for a replay of the same input; {'conflict', kind,
 -- current revision, current record JSON or receipt JSON} where kind is 1 the request id was
 -- used for another input, 2 the revision is not the expected one, 3 the Issue link differs;
@@ -50,4 +52,5 @@ if now_runnable == 1 then
   redis.call('HINCRBY', KEYS[2], ARGV[12], 1)
 end
 redis.call('SET', KEYS[3], ARGV[3] .. ARGV[5], 'PX', ARGV[9])
+controller_wake(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[#ARGV])
 return {'recorded', redis.call('HINCRBY', KEYS[2], ARGV[10], 1)}

@@ -5,6 +5,7 @@
 --       5 the hash of the message replied to (KEYS[2] when it starts a thread), 6 the stats
 --       hash, 7 the set of seats with a ledger, then 4 per recipient (inbox stream, inbox
 --       meta, seat counters hash, seat ledger stream).
+--       and last the work controller's wake keys (controller_wake.lua).
 -- ARGV: 1 nowMs, 2 fingerprint, 3 receipt JSON, 4 message JSON, 5 inbox item JSON (with
 --       "position":0 for the script to fill in), 6 thread id, 7 message id, 8 the id of the
 --       message replied to ('' for a new thread), 9 min interval ms, 10 hourly limit,

@@ -6,6 +6,7 @@
 -- A seat whose inbox is full does not get the item (inbox_common.lua writes that down).
 -- KEYS: 1 the project hash, 2 the stats hash, 3 the set of seats with a ledger, then 3 per
 --       seat (inbox stream, inbox meta, seat ledger stream)
+--       and last the work controller's wake keys (controller_wake.lua).
 -- ARGV: 1 the project field to set ('' for none), 2 its value, 3 the item JSON (with
 --       "position":0 for the script to fill in), 4 seat count, 5 '1' to do nothing at all
 --       when the field already holds the value (a change announced once, however many
