@@ -112,6 +112,11 @@ SMOKES: dict[str, Smoke] = {
         " --decisions 10 --decision-warmup 5",
         ("directedness, in-process", "decide_engagement", "Directory.of", "expertise"),
     ),
+    "lookups": Smoke(
+        "--redis-url {url} --sizes 20,40 --requests 3 --warmup 1 --calls 4 --tokens 5"
+        " --load-repeats 1 --scan-samples 1",
+        ("claim routes", "find_agents", "token lookup", "org load per worker", "ratio 40"),
+    ),
     "capacity": Smoke(
         "--redis-url {url} --reports 30 --events 30",
         ("Per work report", "Per inbound event", "Per seat", "Sizing"),

@@ -9,19 +9,24 @@ set serves its figures there once its worker starts (`serve_metrics`).
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.concurrency import get_implementation
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import worker_init, worker_process_shutdown, worker_shutdown
 
 from workers.bootstrap import Container, Provider
 from workers.broker import new_app
+from workers.errors import ConfigError
+from workers.org import OrgSource
 from workers.settings import Settings
 from workers.stages import register_tasks
 from workers.telemetry.serve import MetricsServer, process_exited, serve
+
+log = logging.getLogger("seatwire.worker")
 
 
 def create_app(
@@ -40,7 +45,51 @@ def create_app(
         register_tasks(app, provider)
         if container is None:
             serve_metrics(app, settings)
+            share_org(app, settings)
     return app
+
+
+ORG_RECHECK_S = 5.0  # how often a prefork worker's main process looks at the org file
+
+
+def share_org(app: Celery, settings: Settings) -> None:
+    """The worker that runs `app` loads the org file in its main process before its pool
+    starts (`SharedOrg`): every pool process, forked from it at start and each time one is
+    recycled (every 1,000 tasks), then finds that version loaded (workers/org.py
+    `shared_view`: a read and a digest, where it loaded the file itself, 1.4 s at 10,000
+    seats; issue 27). A prefork worker's main process also looks at the file every
+    `ORG_RECHECK_S` seconds, on its event loop, between the pool's forks, and loads a
+    changed file once there, so a process forked after a change inherits the new version
+    (a pool process that already runs loads it itself, once, as it did). A solo or threads
+    pool's one process loads it as it goes."""
+
+    class SharedOrg(bootsteps.StartStopStep):  # type: ignore[misc]
+        requires = ("celery.worker.components:Timer",)
+
+        def __init__(self, parent: Any, **kwargs: Any) -> None:
+            super().__init__(parent, **kwargs)
+            self.source: OrgSource | None = None
+            self.recheck: Any = None
+
+        def create(self, w: Any) -> None:  # in the blueprint's apply: before the pool forks
+            if w.app is not app:
+                return
+            try:
+                self.source = OrgSource.open(settings.org_file)
+            except ConfigError as exc:  # each pool process meets it and reports it
+                log.warning("the org file could not be loaded before the pool started: %s", exc)
+
+        def start(self, w: Any) -> None:
+            forked = issubclass(get_implementation(w.pool_cls), PreforkPool)
+            if self.source is not None and forked:
+                self.recheck = w.timer.call_repeatedly(ORG_RECHECK_S, self.source.current)
+
+        def stop(self, w: Any) -> None:
+            if self.recheck is not None:
+                self.recheck.cancel()
+                self.recheck = None
+
+    app.steps["worker"].add(SharedOrg)
 
 
 def serve_metrics(app: Celery, settings: Settings) -> None:

@@ -7,12 +7,18 @@ which would route every ask to `unroutable`.
 
 from __future__ import annotations
 
+import bisect
 import difflib
+import gc
+import hashlib
+import io
 import json
+import threading
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +181,115 @@ def load_org(path: Path) -> Org:
     return parse_org(text, path)
 
 
+# ------------------------------------------------------------ one load per version, shared
+#
+# A worker at 10,000 seats spent 1.4 s loading the org file (issue 27), on start and each time
+# a prefork pool process was recycled (every 1,000 tasks). Where it went (bench.lookups,
+# 10,000 seats, JSON): parsing ~50 ms, pydantic's validation ~110-210 ms, the reference
+# check ~15 ms, `OrgView.of` ~200-350 ms, and on top of them the cyclic collector, which the
+# hundreds of thousands of objects a load allocates set off again and again, each time
+# walking everything the process holds: 0.8 s of the 1.1 s measured in a process that held
+# an org already. A YAML file of that size takes ~1.7 s to parse with libyaml alone.
+#
+# So a load is paid once per version of the file and process tree: `shared_view` keeps the
+# last view built from each file with the SHA-256 of its bytes, and answers it again for the
+# same bytes (a read and a digest: ~3 ms for the 4 MB of a 10,000-seat file) to every
+# OrgSource of the process; a process forked from one that loaded it (a prefork pool
+# process, from the worker's main process: workers/celery_app.py `SharedOrg`, which also
+# keeps the main process's copy fresh) inherits it. A build runs with the collector paused.
+
+_SHARED_LOCK = threading.Lock()
+# The file's resolved path -> (the SHA-256 of the bytes it was built from, the view).
+_SHARED: dict[str, tuple[str, OrgView]] = {}
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector off while a load allocates its objects (none of them is garbage
+    before the load ends, so a collection could free nothing of them), back as it was after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def shared_view(path: Path) -> OrgView:
+    """The org file at `path`, loaded and indexed (no learned identities), built once per
+    version of its bytes in this process (and inherited by a process forked after it); a
+    ConfigError for a file that cannot be read or is invalid (nothing kept then)."""
+    try:
+        raw = path.read_bytes()
+        key = str(path.resolve())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the org file {path}: {exc}") from exc
+    digest = hashlib.sha256(raw).hexdigest()
+    with _SHARED_LOCK:  # one build of a version, whichever thread asks first
+        kept = _SHARED.get(key)
+        if kept is not None and kept[0] == digest:
+            return kept[1]
+        # As `Path.read_text` reads it: the locale's encoding, universal newlines.
+        text = io.TextIOWrapper(io.BytesIO(raw)).read()
+        with collector_paused():
+            view = OrgView.of(parse_org(text, path))
+        _SHARED[key] = (digest, view)
+        return view
+
+
 GITHUB_ALIAS = "github:"
+PREFIXES_KEPT = 64  # `SeatsByName`: the name prefixes whose matches it keeps sorted
+
+
+def seat_name(member: Member | None, member_id: str) -> str:
+    """What a seat is called: its member's display name, else its member id."""
+    return (member.display_name if member is not None else "") or member_id
+
+
+class SeatsByName:
+    """The org's seats in name order, `(name, member id)`, indexed once per org version so
+    that a page of them (`find_agents`) costs the same at any number of seats: a bisection
+    to the cursor, then the page. A name prefix is matched case-insensitively (casefolded)
+    while the order stays the names' own, so the seats a prefix matches are not one run of
+    that order: they are found by a bisection of the casefolded names, sorted once and kept
+    for the `PREFIXES_KEPT` prefixes used last (each later page of the same prefix, and
+    every other caller's, is a bisection again)."""
+
+    def __init__(self, seats: Iterable[Seat], members: Mapping[str, Member]) -> None:
+        named = [(seat_name(members.get(s.member_id), s.member_id), s.member_id, s) for s in seats]
+        named.sort(key=lambda e: (e[0], e[1]))
+        self.entries: tuple[tuple[str, str, Seat], ...] = tuple(named)
+        self._keys = [(name, sid) for name, sid, _seat in named]
+        self._folded = sorted((name.casefold(), rank) for rank, (name, _s, _e) in enumerate(named))
+        self._folded_names = [f for f, _rank in self._folded]
+        self._matching = lru_cache(maxsize=PREFIXES_KEPT)(self._ranks)
+
+    def _ranks(self, prefix: str) -> tuple[int, ...]:
+        """The positions in name order of the seats whose casefolded name starts with
+        `prefix` (itself casefolded), ascending."""
+        found = []
+        for at in range(bisect.bisect_left(self._folded_names, prefix), len(self._folded)):
+            folded, rank = self._folded[at]
+            if not folded.startswith(prefix):
+                break
+            found.append(rank)
+        return tuple(sorted(found))
+
+    def page(
+        self, prefix: str, after: tuple[str, str] | None, size: int
+    ) -> tuple[list[tuple[str, str, Seat]], bool]:
+        """Up to `size` seats whose casefolded name starts with `prefix` (casefolded), in
+        name order, each after `after` (a `(name, member id)` cursor, None from the start),
+        and whether more follow."""
+        start = 0 if after is None else bisect.bisect_right(self._keys, after)
+        if not prefix:
+            chosen = self.entries[start : start + size + 1]
+            return list(chosen[:size]), len(chosen) > size
+        ranks = self._matching(prefix)
+        at = bisect.bisect_left(ranks, start)
+        chosen_ranks = ranks[at : at + size + 1]
+        return [self.entries[r] for r in chosen_ranks[:size]], len(chosen_ranks) > size
 
 
 @dataclass
@@ -194,6 +308,8 @@ class OrgView:
     # Every member by id, built once per org version (a look-up per send or request must not
     # walk a 100,000-member org).
     member_by_id: dict[str, Member] = field(default_factory=dict)
+    # The identities learned at start the roster was built with (`of`, `with_learned`).
+    learned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -246,7 +362,49 @@ class OrgView:
             github_logins=logins,
             objective_by_key={o.key: o for o in org.objectives},
             member_by_id=members,
+            learned=dict(learned),
         )
+
+    def with_learned(self, learned: Mapping[str, tuple[str, ...]]) -> OrgView:
+        """This org with `learned` as the seats' learned identities, as `of(self.org,
+        learned, directory=self.directory)` builds it, at the cost of the seats whose learned
+        identities differ from this view's (a pool process learns its Slack bot as it
+        starts: one seat, where `of` built all 10,000 again). Only the roster changes: the
+        identities a seat posts as are its `own` ids, in `by_alias`, nowhere else."""
+        changed = {
+            sid
+            for sid in {*self.learned, *learned}
+            if tuple(self.learned.get(sid, ())) != tuple(learned.get(sid, ()))
+        }
+        if not changed:
+            return replace(self, learned=dict(learned))
+        entries = list(self.roster.seats)
+        dropped: dict[str, set[int]] = {}
+        added: dict[str, set[int]] = {}
+        for i, (seat, entry) in enumerate(zip(self.org.seats, entries, strict=True)):
+            if seat.member_id not in changed:
+                continue
+            wire = dict(entry.wire)
+            own = [seat.slack_bot_id, *learned.get(seat.member_id, ())]
+            wire["ownIds"] = [x for x in own if x]
+            new = RosterSeat(seat.member_id, wire, entry.aliases, own_ids_of(wire))
+            entries[i] = new
+            before, after = entry.aliases | entry.own, new.aliases | new.own
+            for alias in before - after:
+                dropped.setdefault(alias, set()).add(i)
+            for alias in after - before:
+                added.setdefault(alias, set()).add(i)
+        by_alias = dict(self.roster.by_alias)
+        for alias in {*dropped, *added}:
+            kept = (set(by_alias.get(alias, ())) - dropped.get(alias, set())) | added.get(
+                alias, set()
+            )
+            if kept:
+                by_alias[alias] = tuple(sorted(kept))
+            else:
+                by_alias.pop(alias, None)
+        roster = replace(self.roster, seats=tuple(entries), by_alias=by_alias)
+        return replace(self, roster=roster, learned=dict(learned))
 
     @cached_property
     def people(self) -> dict[str, tuple[tuple[str, ...], str]]:
@@ -288,6 +446,22 @@ class OrgView:
         snap = org_snapshot(self.roster, self.channels)
         return org_version(snap), json.dumps(snap, separators=(",", ":"), sort_keys=True)
 
+    @cached_property
+    def seats_by_name(self) -> SeatsByName:
+        """The seats in name order, indexed for paging (`find_agents`), once per org version."""
+        return SeatsByName(self.org.seats, self.member_by_id)
+
+    @cached_property
+    def seat_ids(self) -> tuple[str, ...]:
+        """Every seat's member id, sorted, once per org version."""
+        return tuple(sorted({s.member_id for s in self.org.seats}))
+
+    @cached_property
+    def seat_set_version(self) -> str:
+        """A digest of the seat set (`seat_ids`): what changes when a seat joins or leaves,
+        and nothing else does (the backlog's owner index is migrated once per seat set)."""
+        return hashlib.sha256("\n".join(self.seat_ids).encode()).hexdigest()[:16]
+
     @property
     def objectives(self) -> tuple[Objective, ...]:
         """Every objective in the org file, in file order."""
@@ -306,41 +480,71 @@ class OrgView:
 class OrgSource:
     path: Path
     _view: OrgView | None = None
-    _mtime: float | None = None
+    # What the file was (mtime ns, size, inode) when last loaded or found invalid: another
+    # read waits for the file to change. `_loaded`: when the view held was loaded.
+    _stamp: tuple[int, int, int] | None = None
+    _loaded: tuple[int, int, int] | None = None
     degraded: list[str] = field(default_factory=list)
     # seat -> identities its app posts as, learned at start; kept across re-reads of the file
     learned: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: Path) -> OrgSource:
-        """Load the org now; a bad file is a ConfigError at start, not at the first report."""
+        """Load the org now; a bad file is a ConfigError at start, not at the first report.
+        The same file already loaded in this process (or in the one this was forked from)
+        is not loaded again (`shared_view`)."""
         src = cls(path)
-        src._view = OrgView.of(load_org(path))
-        src._mtime = path.stat().st_mtime
+        stamp = _stamp(path)
+        src._view = shared_view(path)
+        src._stamp = src._loaded = stamp
         return src
 
     def current(self) -> tuple[OrgView, list[str]]:
-        """The org to decide with, and what is degraded about it."""
+        """The org to decide with, and what is degraded about it. A changed file is loaded
+        again (once per version per process: `shared_view`); one that fails keeps the last
+        good org, degraded, until the file changes again."""
         assert self._view is not None
         try:
-            mtime = self.path.stat().st_mtime
-            if mtime != self._mtime:
-                self._view = OrgView.of(load_org(self.path), self.learned)
-                self._mtime = mtime
+            stamp = _stamp(self.path)
+        except OSError as exc:
+            self._degrade(exc)
+            return self._view, list(self.degraded)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._view = self._learned_on(shared_view(self.path))
+                self._loaded = stamp
                 self.degraded = []
-        except (OSError, ConfigError) as exc:
-            first = str(exc).splitlines()[0]
-            self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
+            except ConfigError as exc:
+                self._degrade(exc)
+        elif self.degraded and stamp == self._loaded:  # the file loaded is back (moved away)
+            self.degraded = []
         return self._view, list(self.degraded)
+
+    def _degrade(self, exc: Exception) -> None:
+        first = str(exc).splitlines()[0]
+        self.degraded = [f"directory_read_failed:{first}; using the org loaded before"]
+
+    def _learned_on(self, view: OrgView) -> OrgView:
+        # Same org, same members: only the seats' identities change (`with_learned`).
+        return view.with_learned(self.learned) if self.learned or view.learned else view
 
     def learn_identities(self, seat_id: str, identities: tuple[str, ...]) -> None:
         """Add identities a seat's app posts as (its posts are then its own echo)."""
+        self.learn_many({seat_id: identities})
+
+    def learn_many(self, learned: Mapping[str, tuple[str, ...]]) -> None:
+        """`learn_identities` for several seats at once: the view is built again once."""
         assert self._view is not None
-        known = self.learned.get(seat_id, ())
-        self.learned[seat_id] = tuple(dict.fromkeys((*known, *(i for i in identities if i))))
-        # Same org, same members: only the seats' identities change, so the directory stays.
-        view = self._view
-        self._view = OrgView.of(view.org, self.learned, directory=view.directory)
+        for seat_id, identities in learned.items():
+            known = self.learned.get(seat_id, ())
+            self.learned[seat_id] = tuple(dict.fromkeys((*known, *(i for i in identities if i))))
+        self._view = self._learned_on(self._view)
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def learn_slack_identity(source: OrgSource, auth_test: Mapping[str, object]) -> str:
@@ -363,8 +567,7 @@ def learn_slack_identity(source: OrgSource, auth_test: Mapping[str, object]) -> 
         source.learn_identities(seat.member_id, (bot_id,))
         return f"seat {seat.member_id} posts on Slack as {user_id} ({bot_id or 'no bot_id'})"
     seats = [s.member_id for s in view.org.seats]
-    for seat_id in seats:
-        source.learn_identities(seat_id, (user_id, bot_id))
+    source.learn_many({seat_id: (user_id, bot_id) for seat_id in seats})
     return (
         f"the Slack bot {user_id or '?'} ({bot_id or 'no bot_id'}) is no seat's alias: its "
         f"posts count as the own echo of every seat ({', '.join(seats) or 'none'})"

@@ -25,12 +25,15 @@ Where each concern lives:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
+import redis
 from celery import Celery
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
@@ -84,6 +87,8 @@ from workers.queues import tracking_id_for
 
 __all__ = ["create_ingress", "tracking_id_for"]
 
+log = logging.getLogger("seatwire.ingress")
+
 # The routes that write, counted in seatwire_ingress_requests{route, status}.
 METERED: RouteLabels = {
     ("POST", v1.post_work): "work",
@@ -125,6 +130,13 @@ class IngressApp(FastAPI):
 @asynccontextmanager
 async def lifespan(api: FastAPI) -> AsyncIterator[None]:
     endpoint: McpEndpoint = api.state.mcp
+    try:
+        indexed = await run_in_threadpool(backlog.index_backlogs, api.state.deps)
+    except redis.RedisError as exc:  # a request's miss migrates them instead
+        log.warning("could not index the backlogs written before the owner index: %s", exc)
+    else:
+        if indexed is not None:
+            log.info("indexed %d backlog items written before the owner index", indexed)
     async with endpoint.run():
         yield
     deps: IngressDeps = api.state.deps

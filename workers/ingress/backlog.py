@@ -14,8 +14,9 @@ token is 403 `wrong_seat`, an operator token 403 `seat_only`).
 saw the same revision has seen every item.
 
 A claim is found by the item id alone: `{seat}` is the seat taking it, which is usually not
-the seat whose backlog holds the item (its owner, recorded in the claim when the steward took
-it first; else the org's seats' backlogs are looked through). Only the item's named holder or
+the seat whose backlog holds the item (its owner: found in the backlog's owner index, one
+lookup however large the org, issue 27; an item whose claim recorded its owner is found there
+too). Only the item's named holder or
 one of its contributors may take it, only while the item is open; the lease lasts
 `claim_lease_ms`. The refusals, in order, each writing nothing: 404 `unknown_seat`, 404
 `unknown_item`, 409 `not_claimable` (no claim: not COLLABORATE work), 409 `item_done`, 403
@@ -110,15 +111,25 @@ async def post_done(seat: str, item: str, deps: Deps) -> Response:
 
 
 def _find_item(deps: Deps, item: str) -> BacklogEntry | None:
-    """The backlog entry `item`, by id alone: on the owner its claim recorded, else on the
-    backlog of whichever seat of the org holds it."""
+    """The backlog entry `item`, by id alone: on the seat the backlog's owner index names
+    (one lookup at any size of org; the org's seats' backlogs written before the index are
+    indexed once, on the first miss), else on the owner its claim recorded (a seat that has
+    left the org since)."""
+    view = deps.container.org.current()[0]
+    backlog = deps.container.backlog
+    entry = backlog.find(item, version=view.seat_set_version, seats=lambda: view.seat_ids)
+    if entry is not None:
+        return entry
     owner = deps.container.claims.owner(item)
-    seats = sorted({s.member_id for s in deps.container.org.current()[0].seats.values()})
-    for seat_id in [owner] if owner is not None else seats:
-        entry = deps.container.backlog.get(seat_id, item)
-        if entry is not None:
-            return entry
-    return None
+    return None if owner is None else backlog.get(owner, item)
+
+
+def index_backlogs(deps: Deps) -> int | None:
+    """Index the org's backlogs written before the owner index existed, once per seat set
+    (nothing but one lookup when that was done): the ingress runs it as it starts. None when
+    nothing was to do; else how many items it indexed."""
+    view = deps.container.org.current()[0]
+    return deps.container.backlog.ensure_indexed(view.seat_ids, view.seat_set_version)
 
 
 async def _claimable(deps: Deps, seat: str, item: str) -> tuple[Seat, BacklogEntry]:

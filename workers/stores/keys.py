@@ -170,6 +170,14 @@ def backlog(seat_id: str) -> str:
     return f"{PREFIX}backlog:{seat_id}"
 
 
+# Hash of every backlog item's seat, org-wide: item id -> the seat whose backlog holds it
+# (workers/stores/backlog.py), written by the script that adds the item, so a claim route finds
+# an item by its id alone in one lookup. Its ':'-prefixed fields (no item id starts with ':')
+# mark the org seat sets whose backlogs written before the index were indexed. Outside the
+# `backlog:` names, which a seat id completes (a seat may be called anything).
+BACKLOG_OWNERS = f"{PREFIX}item-owners"
+
+
 def backlog_open(seat_id: str) -> str:
     """Zset of one seat's open backlog item ids, scored by when they were added (ms)."""
     return f"{PREFIX}backlog:open:{seat_id}"

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import Member
 from contracts.tools import FindAgents, GetProject, GetUpdates
 from pipeline.cursors import pack, unpack
+from workers.org import seat_name
 from workers.stores import keys
 from workers.stores.inbox import AckBeyondLast
 from workers.stores.scripts import text
@@ -49,17 +49,13 @@ def get_project(ctx: ToolContext, _args: GetProject) -> dict[str, Any]:
         },
         "you": {
             "id": ctx.seat.member_id,
-            "name": _name(me, ctx.seat.member_id),
+            "name": seat_name(me, ctx.seat.member_id),
             "operatorId": ctx.seat.operator_id or ctx.seat.supervisor_id,
         },
         "agentCount": len(view.org.seats),
         "agentCountObservedAt": ctx.now_ms,
         "serverTime": ctx.now_ms,
     }
-
-
-def _name(member: Member | None, fallback: str) -> str:
-    return (member.display_name if member is not None else "") or fallback
 
 
 def _cursor(name: str, seat_id: str) -> str:
@@ -98,16 +94,8 @@ def find_agents(ctx: ToolContext, args: FindAgents) -> dict[str, Any]:
     view = ctx.container.org.current()[0]
     members = view.member_by_id
     prefix = (args.name_prefix or "").casefold()
-    named = sorted(
-        (_name(members.get(s.member_id), s.member_id), s.member_id, s) for s in view.org.seats
-    )
-    after = _after(args.cursor)
-    chosen = [
-        (name, sid, seat)
-        for name, sid, seat in named
-        if name.casefold().startswith(prefix) and (after is None or (name, sid) > after)
-    ]
-    page, more = chosen[:PAGE], len(chosen) > PAGE
+    # From the org version's index: a bisection and the page, at any number of seats.
+    page, more = view.seats_by_name.page(prefix, _after(args.cursor), PAGE)
     r = ctx.container.redis
     pipe = r.pipeline(transaction=False)
     for _label, sid, _seat in page:
@@ -124,7 +112,7 @@ def find_agents(ctx: ToolContext, args: FindAgents) -> dict[str, Any]:
             {
                 "id": sid,
                 "name": label,
-                "operator": _name(op_member, operator) if operator else None,
+                "operator": seat_name(op_member, operator) if operator else None,
                 "sameOperator": operator is not None and operator == mine,
                 "contact": _freshness(None if call is None else int(text(call)), ctx.now_ms),
                 "phase": active.state if active else (last.outcome.kind if last else None),

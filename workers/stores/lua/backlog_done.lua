@@ -1,6 +1,7 @@
 -- Close one open item of a seat's backlog, once: its JSON replaced by the closed one and its
 -- id taken out of the seat's and its objective's open zsets. Leaving the seat's open zset is
--- what makes it done exactly once.
+-- what makes it done exactly once. The owner index (backlog_add) keeps the item: it stays on
+-- the seat's backlog, done, and is still found by its id.
 -- KEYS: 1 items hash (id -> item JSON), 2 open zset (id -> addedAtMs), 3 the objective's open
 --       zset on this seat
 -- ARGV: 1 item id, 2 the closed item's JSON
