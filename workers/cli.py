@@ -404,10 +404,11 @@ def beat(ctx: typer.Context, loglevel: Annotated[str, typer.Option()] = "INFO") 
     # go to the `beat` queue, which the one-process worker below consumes (whichever beat
     # runs a tick, the token it carries decides whether it may write).
     from workers.bootstrap import build_container
-    from workers.stages.controller_tick import idle_gate
+    from workers.stages.controller_tick import lazy_gate
 
     # The controller's tick is sent only when a seat is due (its check reads the due index).
-    gates = {Task.CONTROLLER.value: idle_gate(build_container(settings, client=client))}
+    # Its container is built at the first check, so a standby beat starts as fast as before.
+    gates = {Task.CONTROLLER.value: lazy_gate(lambda: build_container(settings, client=client))}
     lease = Lease(client, holder=holder, lease_ms=settings.beat_lease_ms)
     service = start_scheduler(app, lease, gates)
     console.print(f"beat {holder}: leader lease {settings.beat_lease_ms} ms")

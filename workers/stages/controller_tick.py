@@ -147,6 +147,19 @@ def idle_gate(c: Container, clock_ms: Callable[[], int] = now_ms) -> Callable[[]
     return gate
 
 
+def lazy_gate(make: Callable[[], Container]) -> Callable[[], bool]:
+    """`idle_gate` of the container `make` builds at the first check (beat's, which only the
+    leader asks)."""
+    gates: list[Callable[[], bool]] = []
+
+    def gate() -> bool:
+        if not gates:
+            gates.append(idle_gate(make()))
+        return gates[0]()
+
+    return gate
+
+
 @dataclass
 class ControllerTick:
     container: Container
