@@ -121,6 +121,27 @@ class Workers:
                 total += sum(int(x) for x in parts[11:15])
         return total / CLK_TCK
 
+    def consumer_cpu_s(self) -> float:
+        """CPU seconds of the worker's main process alone (Celery's consumer: it fetches,
+        hands each message to a pool process and acks it), without its children's: the
+        group's first process that is not `uv run`'s own."""
+        procs: dict[int, tuple[str, int, float]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                raw = stat.read_text()
+            except OSError:
+                continue
+            comm = raw[raw.index("(") + 1 : raw.rindex(")")]
+            parts = raw.rsplit(")", 1)[1].split()
+            if int(parts[2]) == self.proc.pid:
+                own = (int(parts[11]) + int(parts[12])) / CLK_TCK
+                procs[int(stat.parent.name)] = (comm, int(parts[1]), own)
+        for comm, ppid, own in procs.values():
+            parent = procs.get(ppid)
+            if comm != "uv" and (parent is None or parent[0] == "uv"):
+                return own
+        return 0.0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -362,6 +383,7 @@ class Bench:
                     raise RuntimeError(f"baseline warm-up did not finish:\n{w.tail()}")
                 meter = Meter(w, self.r)
                 meter.begin()
+                consumer0 = w.consumer_cpu_s()
                 t0 = time.perf_counter()
                 for m in messages[len(warm) :]:
                     feed_one(m)
@@ -374,9 +396,17 @@ class Bench:
                     )
                 elapsed = time.perf_counter() - t0
                 cpu = meter.end()
+                consumer = w.consumer_cpu_s() - consumer0
         finally:
             app.close()
-        return Result(f"baseline feed={feed}", len(items), elapsed, t_enq, *cpu)
+        return Result(
+            f"baseline feed={feed}",
+            len(items),
+            elapsed,
+            t_enq,
+            *cpu,
+            {"consumer_cpu_s": consumer},
+        )
 
     # ------------------------------------------------------------------ seatwire
 
@@ -497,6 +527,7 @@ class Bench:
                     raise RuntimeError(f"seatwire warm-up did not finish:\n{w.tail()}")
                 meter = Meter(w, self.r)
                 meter.begin()
+                consumer0 = w.consumer_cpu_s()
                 t0 = time.perf_counter()
                 trackings = [journal_and_enqueue(it) for it in items]
                 t_enq = time.perf_counter() - t0
@@ -509,10 +540,11 @@ class Bench:
                 wait_until(lambda: lines() >= expected, 10)
                 elapsed = time.perf_counter() - t0
                 cpu = meter.end()
+                consumer = w.consumer_cpu_s() - consumer0
         finally:
             app.close()
             container.redis.close()
-        extra = self._verify(trackings, outbox, expected, lines())
+        extra = {"consumer_cpu_s": consumer, **self._verify(trackings, outbox, expected, lines())}
         kind = kind or f"seatwire fsync={'on' if fsync else 'off'} feed={feed}"
         return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
 
@@ -568,10 +600,14 @@ class Bench:
 
 
 def line(r: Result) -> str:
+    consumer = ""
+    if "consumer_cpu_s" in r.extra:
+        main = 1e3 * r.extra["consumer_cpu_s"] / r.n
+        consumer = f" (consumer {main:.2f}, pool {1e3 * r.worker_cpu_s / r.n - main:.2f})"
     return (
         f"{r.kind:<30} {r.per_s:>7.1f}/s  {r.seconds:>7.2f} s for {r.n} "
         f"(enqueue {r.enqueue_s:5.2f} s)  CPU ms/item: workers {1e3 * r.worker_cpu_s / r.n:.2f}"
-        f", redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
+        f"{consumer}, redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
         f"; other load {r.other_cpu_s / r.seconds:.2f} cores"
     )
 
