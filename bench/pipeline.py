@@ -660,18 +660,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         for rnd in range(1, args.rounds + 1):
-            for feed in FEEDS[args.feed]:
-                base = bench.baseline(rnd, feed)
-                results.append((rnd, base))
-                print(f"round {rnd}  {line(base)}", flush=True)
-                for fsync in variants:
+            # Odd rounds run the baseline first and the feeds in their order, even rounds the
+            # other way round: whatever drifts on the machine within a round (another job
+            # starting, the disk's queue, the page cache) lands on both sides in turn.
+            odd = rnd % 2 == 1
+            feeds = FEEDS[args.feed] if odd else FEEDS[args.feed][::-1]
+            for feed in feeds:
+                runs: list[bool | None] = [None, *variants]  # None: the baseline
+                base: Result | None = None
+                done: list[Result] = []
+                for fsync in runs if odd else runs[::-1]:
+                    if fsync is None:
+                        base = bench.baseline(rnd, feed)
+                        results.append((rnd, base))
+                        print(f"round {rnd}  {line(base)}", flush=True)
+                        continue
                     sw = bench.seatwire(rnd, fsync, feed=feed)
                     results.append((rnd, sw))
-                    ratio = sw.per_s / base.per_s
-                    print(f"round {rnd}  {line(sw)}  ratio {ratio:.3f}", flush=True)
+                    done.append(sw)
+                    print(f"round {rnd}  {line(sw)}", flush=True)
                     hops = "  ".join(f"{k} {v:.0f}" for k, v in sw.extra["hop_ms_median"].items())
                     print(
                         f"          hop latency medians, ms (queue wait included): {hops}",
+                        flush=True,
+                    )
+                assert base is not None
+                for sw in done:
+                    print(
+                        f"round {rnd}  ratio {sw.kind} / {base.kind}: {sw.per_s / base.per_s:.3f}",
                         flush=True,
                     )
     finally:
