@@ -388,6 +388,7 @@ class Bench:
                 for m in messages[len(warm) :]:
                     feed_one(m)
                 t_enq = time.perf_counter() - t0
+                fed_done = int(self.r.get(noop_app.DONE_KEY) or 0) - len(warm)
                 if not wait_until(done(len(messages)), self.args.timeout):
                     got = int(self.r.get(noop_app.DONE_KEY) or 0)
                     raise RuntimeError(
@@ -405,7 +406,7 @@ class Bench:
             elapsed,
             t_enq,
             *cpu,
-            {"consumer_cpu_s": consumer},
+            {"consumer_cpu_s": consumer, "done_while_feeding": fed_done},
         )
 
     # ------------------------------------------------------------------ seatwire
@@ -531,6 +532,7 @@ class Bench:
                 t0 = time.perf_counter()
                 trackings = [journal_and_enqueue(it) for it in items]
                 t_enq = time.perf_counter() - t0
+                fed_done = len(items) - int(self.r.zcard(keys.JOURNAL_OPEN))
                 if not wait_until(drained, self.args.timeout):
                     raise RuntimeError(
                         f"seatwire: {self.r.zcard(keys.JOURNAL_OPEN)} entries still open after "
@@ -544,7 +546,11 @@ class Bench:
         finally:
             app.close()
             container.redis.close()
-        extra = {"consumer_cpu_s": consumer, **self._verify(trackings, outbox, expected, lines())}
+        extra = {
+            "consumer_cpu_s": consumer,
+            "done_while_feeding": fed_done,
+            **self._verify(trackings, outbox, expected, lines()),
+        }
         kind = kind or f"seatwire fsync={'on' if fsync else 'off'} feed={feed}"
         return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
 
@@ -599,6 +605,17 @@ class Bench:
 # ---------------------------------------------------------------------------- report
 
 
+def rates(r: Result) -> str:
+    """Items done per second while the bench was still feeding, and after (a feed that takes
+    CPU from the workers shows as a slower first phase)."""
+    fed = r.extra.get("done_while_feeding")
+    if fed is None or r.seconds <= r.enqueue_s:
+        return ""
+    during = fed / r.enqueue_s if r.enqueue_s > 0 else 0.0
+    after = (r.n - fed) / (r.seconds - r.enqueue_s)
+    return f"  done/s while feeding {during:.0f}, after {after:.0f}"
+
+
 def line(r: Result) -> str:
     consumer = ""
     if "consumer_cpu_s" in r.extra:
@@ -608,7 +625,7 @@ def line(r: Result) -> str:
         f"{r.kind:<30} {r.per_s:>7.1f}/s  {r.seconds:>7.2f} s for {r.n} "
         f"(enqueue {r.enqueue_s:5.2f} s)  CPU ms/item: workers {1e3 * r.worker_cpu_s / r.n:.2f}"
         f"{consumer}, redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
-        f"; other load {r.other_cpu_s / r.seconds:.2f} cores"
+        f"; other load {r.other_cpu_s / r.seconds:.2f} cores{rates(r)}"
     )
 
 
