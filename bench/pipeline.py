@@ -121,6 +121,27 @@ class Workers:
                 total += sum(int(x) for x in parts[11:15])
         return total / CLK_TCK
 
+    def consumer_cpu_s(self) -> float:
+        """CPU seconds of the worker's main process alone (Celery's consumer: it fetches,
+        hands each message to a pool process and acks it), without its children's: the
+        group's first process that is not `uv run`'s own."""
+        procs: dict[int, tuple[str, int, float]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                raw = stat.read_text()
+            except OSError:
+                continue
+            comm = raw[raw.index("(") + 1 : raw.rindex(")")]
+            parts = raw.rsplit(")", 1)[1].split()
+            if int(parts[2]) == self.proc.pid:
+                own = (int(parts[11]) + int(parts[12])) / CLK_TCK
+                procs[int(stat.parent.name)] = (comm, int(parts[1]), own)
+        for comm, ppid, own in procs.values():
+            parent = procs.get(ppid)
+            if comm != "uv" and (parent is None or parent[0] == "uv"):
+                return own
+        return 0.0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -362,10 +383,12 @@ class Bench:
                     raise RuntimeError(f"baseline warm-up did not finish:\n{w.tail()}")
                 meter = Meter(w, self.r)
                 meter.begin()
+                consumer0 = w.consumer_cpu_s()
                 t0 = time.perf_counter()
                 for m in messages[len(warm) :]:
                     feed_one(m)
                 t_enq = time.perf_counter() - t0
+                fed_done = int(self.r.get(noop_app.DONE_KEY) or 0) - len(warm)
                 if not wait_until(done(len(messages)), self.args.timeout):
                     got = int(self.r.get(noop_app.DONE_KEY) or 0)
                     raise RuntimeError(
@@ -374,9 +397,17 @@ class Bench:
                     )
                 elapsed = time.perf_counter() - t0
                 cpu = meter.end()
+                consumer = w.consumer_cpu_s() - consumer0
         finally:
             app.close()
-        return Result(f"baseline feed={feed}", len(items), elapsed, t_enq, *cpu)
+        return Result(
+            f"baseline feed={feed}",
+            len(items),
+            elapsed,
+            t_enq,
+            *cpu,
+            {"consumer_cpu_s": consumer, "done_while_feeding": fed_done},
+        )
 
     # ------------------------------------------------------------------ seatwire
 
@@ -497,9 +528,11 @@ class Bench:
                     raise RuntimeError(f"seatwire warm-up did not finish:\n{w.tail()}")
                 meter = Meter(w, self.r)
                 meter.begin()
+                consumer0 = w.consumer_cpu_s()
                 t0 = time.perf_counter()
                 trackings = [journal_and_enqueue(it) for it in items]
                 t_enq = time.perf_counter() - t0
+                fed_done = len(items) - int(self.r.zcard(keys.JOURNAL_OPEN))
                 if not wait_until(drained, self.args.timeout):
                     raise RuntimeError(
                         f"seatwire: {self.r.zcard(keys.JOURNAL_OPEN)} entries still open after "
@@ -509,10 +542,15 @@ class Bench:
                 wait_until(lambda: lines() >= expected, 10)
                 elapsed = time.perf_counter() - t0
                 cpu = meter.end()
+                consumer = w.consumer_cpu_s() - consumer0
         finally:
             app.close()
             container.redis.close()
-        extra = self._verify(trackings, outbox, expected, lines())
+        extra = {
+            "consumer_cpu_s": consumer,
+            "done_while_feeding": fed_done,
+            **self._verify(trackings, outbox, expected, lines()),
+        }
         kind = kind or f"seatwire fsync={'on' if fsync else 'off'} feed={feed}"
         return Result(kind, len(items), elapsed, t_enq, *cpu, extra)
 
@@ -567,12 +605,27 @@ class Bench:
 # ---------------------------------------------------------------------------- report
 
 
+def rates(r: Result) -> str:
+    """Items done per second while the bench was still feeding, and after (a feed that takes
+    CPU from the workers shows as a slower first phase)."""
+    fed = r.extra.get("done_while_feeding")
+    if fed is None or r.seconds <= r.enqueue_s:
+        return ""
+    during = fed / r.enqueue_s if r.enqueue_s > 0 else 0.0
+    after = (r.n - fed) / (r.seconds - r.enqueue_s)
+    return f"  done/s while feeding {during:.0f}, after {after:.0f}"
+
+
 def line(r: Result) -> str:
+    consumer = ""
+    if "consumer_cpu_s" in r.extra:
+        main = 1e3 * r.extra["consumer_cpu_s"] / r.n
+        consumer = f" (consumer {main:.2f}, pool {1e3 * r.worker_cpu_s / r.n - main:.2f})"
     return (
         f"{r.kind:<30} {r.per_s:>7.1f}/s  {r.seconds:>7.2f} s for {r.n} "
         f"(enqueue {r.enqueue_s:5.2f} s)  CPU ms/item: workers {1e3 * r.worker_cpu_s / r.n:.2f}"
-        f", redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
-        f"; other load {r.other_cpu_s / r.seconds:.2f} cores"
+        f"{consumer}, redis {1e3 * r.redis_cpu_s / r.n:.2f}, bench {1e3 * r.bench_cpu_s / r.n:.2f}"
+        f"; other load {r.other_cpu_s / r.seconds:.2f} cores{rates(r)}"
     )
 
 
@@ -624,18 +677,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         for rnd in range(1, args.rounds + 1):
-            for feed in FEEDS[args.feed]:
-                base = bench.baseline(rnd, feed)
-                results.append((rnd, base))
-                print(f"round {rnd}  {line(base)}", flush=True)
-                for fsync in variants:
+            # Odd rounds run the baseline first and the feeds in their order, even rounds the
+            # other way round: whatever drifts on the machine within a round (another job
+            # starting, the disk's queue, the page cache) lands on both sides in turn.
+            odd = rnd % 2 == 1
+            feeds = FEEDS[args.feed] if odd else FEEDS[args.feed][::-1]
+            for feed in feeds:
+                runs: list[bool | None] = [None, *variants]  # None: the baseline
+                base: Result | None = None
+                done: list[Result] = []
+                for fsync in runs if odd else runs[::-1]:
+                    if fsync is None:
+                        base = bench.baseline(rnd, feed)
+                        results.append((rnd, base))
+                        print(f"round {rnd}  {line(base)}", flush=True)
+                        continue
                     sw = bench.seatwire(rnd, fsync, feed=feed)
                     results.append((rnd, sw))
-                    ratio = sw.per_s / base.per_s
-                    print(f"round {rnd}  {line(sw)}  ratio {ratio:.3f}", flush=True)
+                    done.append(sw)
+                    print(f"round {rnd}  {line(sw)}", flush=True)
                     hops = "  ".join(f"{k} {v:.0f}" for k, v in sw.extra["hop_ms_median"].items())
                     print(
                         f"          hop latency medians, ms (queue wait included): {hops}",
+                        flush=True,
+                    )
+                assert base is not None
+                for sw in done:
+                    print(
+                        f"round {rnd}  ratio {sw.kind} / {base.kind}: {sw.per_s / base.per_s:.3f}",
                         flush=True,
                     )
     finally:

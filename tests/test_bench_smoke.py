@@ -83,6 +83,8 @@ SMOKES: dict[str, Smoke] = {
             "round 1  seatwire fsync=on feed=script",
             "round 1  baseline feed=celery",
             "round 1  seatwire fsync=on feed=celery",
+            "(consumer ",
+            "round 1  ratio seatwire fsync=on feed=celery / baseline feed=celery: ",
             "ratio seatwire fsync=on feed=script/baseline feed=script: median",
             "ratio seatwire fsync=on feed=celery/baseline feed=celery: median",
         ),

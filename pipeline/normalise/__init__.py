@@ -50,8 +50,9 @@ Normalised: TypeAlias = Candidate | Skipped
 
 
 def as_mapping(value: object) -> Mapping[str, Any] | None:
-    """`value` when it is a JSON object, else None."""
-    return value if isinstance(value, Mapping) else None
+    """`value` when it is a JSON object, else None. A dict is asked first: the check against
+    the `Mapping` ABC costs several times more, on every field a normaliser reads."""
+    return value if type(value) is dict or isinstance(value, Mapping) else None
 
 
 def as_str(value: object) -> str | None:
