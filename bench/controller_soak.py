@@ -44,16 +44,18 @@ handed to a turn and every `--sample-s` seconds for every seat:
   the longest tick counts as a failure;
 - no wake-up lost: every news is handed to a turn: a record read after it shows
   `noticesAtTurn` at or above the seat's notice count once it was placed (exact: the turn
-  that begins takes the count it observes). News not handed on 60 s after it was placed is
-  listed as late; news not handed on once the feeder stopped and the fleet settled (up to
-  `--quiesce-s`) is lost. The latency news -> turn queued is the `queuedAtMs` of the turn
-  that took it: the one turn begun between the last read that did not show it handed on
-  and the first that did (`exact`), else the earliest of them queued after the news
-  (`ambiguous`, counted apart). A negative one is a tick whose clock was taken just before
-  the news came and whose read of the seat came just after;
+  that begins takes the count it observes). News not handed on once the feeder stopped and
+  the fleet settled (up to `--quiesce-s`) is lost: the failure. News not handed on 60 s after
+  it was placed is counted and listed as late (a figure, with the seat's state then). The
+  latency news -> turn queued is the `queuedAtMs` of the turn that took it: the one turn
+  begun between the last read that did not show it handed on and the first that did
+  (`exact`), else the earliest of them queued after the news (`ambiguous`, counted apart).
+  A negative one is a tick whose clock was taken just before the news came and whose read
+  of the seat came just after;
 - Redis memory flat: INFO `used_memory` every `--memory-s` seconds: first, last, max and
-  the slope over the second half; every `sw:` key's bytes by family (`MEMORY USAGE`,
-  bench/capacity.py `survey`) at the start, the middle and the end of the feed.
+  the slope over the second half; every key's bytes by family (`MEMORY USAGE`, as
+  bench/capacity.py's `survey`, the broker's keys too) at the start, the middle and the end
+  of the feed.
 
 Also: the controller ticks run (the controller worker's log: Celery's `succeeded in` lines,
 with their durations) and the turns they published (`controller tick: published [...]`); CPU
@@ -74,6 +76,7 @@ import random
 import re
 import resource
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -97,7 +100,7 @@ TOKEN = "soak-token"
 TURN_DONE = re.compile(r"\] turn (\S+) of (\S+): (\w+)\s*$")
 NOT_QUEUED = re.compile(r"\] turn (\S+) is not queued")
 TICK_DONE = re.compile(r"Task seatwire\.controller\.tick\[[^\]]+\] succeeded in ([0-9.eE-]+)s")
-PUBLISHED = re.compile(r"controller tick: published \[([^\]]*)\]")
+PUBLISHED = re.compile(r"controller tick: published \[([^\]]*)\], (\d+) conflict")
 QUOTED = re.compile(r"'([^']+)'")
 
 
@@ -302,6 +305,9 @@ class Checker:
     seq: dict[str, int] = field(default_factory=dict)
     active: dict[str, str] = field(default_factory=dict)  # seat -> turn in flight, last read
     reads: int = 0
+    # News still not handed on LATE_S after it was placed, as the seat stood then: a figure
+    # (a late hand-on is latency); news never handed on is the failure.
+    late: list[str] = field(default_factory=list)
 
     def fail(self, check: str, what: str, seat: str, detail: str) -> None:
         self.failures.append(Failure(check, what, seat, detail))
@@ -374,13 +380,10 @@ class Checker:
                 news.seq_lo = max(news.seq_lo, run.seq)
                 if not news.late and at - news.at_ms > LATE_S * 1000:
                     news.late = True
-                    self.fail(
-                        LOST,
-                        "news late",
-                        seat,
-                        f"placed at {news.at_ms} (notice {news.notices}), not handed to a turn "
-                        f"{(at - news.at_ms) / 1000:.0f} s later: seq {run.seq}, noticesAtTurn "
-                        f"{run.notices_at_turn}, active "
+                    self.late.append(
+                        f"{seat}: placed at {news.at_ms} (notice {news.notices}), not handed to "
+                        f"a turn {(at - news.at_ms) / 1000:.0f} s later: seq {run.seq}, "
+                        f"noticesAtTurn {run.notices_at_turn}, active "
                         f"{run.active.turn_id if run.active else None}, last decision "
                         f"{run.last_decision.reason if run.last_decision else None}",
                     )
@@ -477,6 +480,7 @@ class Logs:
     not_queued: int = 0
     tick_ms: list[float] = field(default_factory=list)
     published: Counter[str] = field(default_factory=Counter)
+    conflicts: int = 0  # seats whose tick write lost to another writer (decided again)
 
     @classmethod
     def read(cls, turn_logs: list[Path], controller_logs: list[Path]) -> Logs:
@@ -500,6 +504,7 @@ class Logs:
                     m = PUBLISHED.search(line)
                     if m:
                         out.published.update(QUOTED.findall(m.group(1)))
+                        out.conflicts += int(m.group(2))
         return out
 
 
@@ -582,6 +587,8 @@ class Sample:
     placed: int
     pending: int
     load1: float
+    turns_queued: int  # messages on the broker's `turns` list
+    due: int  # seats in the controller's due index (due now or later)
 
 
 # --------------------------------------------------------------------------- the run
@@ -677,6 +684,8 @@ class Soak:
         raise TimeoutError(f"the seats never came to rest: {state}")
 
     def feed(self) -> None:
+        from workers.queues import Queue
+
         a = self.args
         k = max(1, round(a.rate * len(self.seats)))
         news: queue.SimpleQueue[News] = queue.SimpleQueue()
@@ -685,6 +694,7 @@ class Soak:
         self.k = k
         before = self.logs()
         self.ticks_before, self.published_before = len(before.tick_ms), before.published
+        self.conflicts_before = before.conflicts
         families_start = families(self.r)
         cpu0, load0, redis0 = self.cpu(), load(), self.r.info("memory")["used_memory"]
         t0 = time.monotonic()
@@ -693,8 +703,19 @@ class Soak:
         families_mid: dict[str, Family] | None = None
         cpu_mid: dict[str, float] | None = None
         load_mid = 0.0
+        self.backlog_max, self.overload = 0, ""
         while feeder.is_alive():
             tick = time.monotonic()
+            backlog = int(self.r.llen(Queue.TURNS.value))
+            self.backlog_max = max(self.backlog_max, backlog)
+            if backlog > a.max_backlog and not self.overload:
+                # The turns wait longer than a minute of news: past the republish time, the
+                # tick publishes every waiting turn again, and the run measures an overload.
+                self.overload = (
+                    f"the feed stopped after {tick - t0:.0f} s: {backlog} messages on the turns "
+                    f"queue (more than --max-backlog {a.max_backlog}), load {load():.1f}"
+                )
+                feeder.stop.set()
             self.drain(news)
             self.checker.read(list(self.checker.pending))
             if tick >= next_sample:
@@ -754,21 +775,35 @@ class Soak:
                 return
 
     def memory(self, t0: float, placed: int) -> None:
+        from workers.queues import Queue
+        from workers.stores import keys
+
         mem = self.r.info("memory")
-        self.samples.append(
-            Sample(
-                t=time.monotonic() - t0,
-                used_memory=int(mem["used_memory"]),
-                keys=int(self.r.dbsize()),
-                placed=placed,
-                pending=sum(len(v) for v in self.checker.pending.values()),
-                load1=load(),
-            )
+        sample = Sample(
+            t=time.monotonic() - t0,
+            used_memory=int(mem["used_memory"]),
+            keys=int(self.r.dbsize()),
+            placed=placed,
+            pending=sum(len(v) for v in self.checker.pending.values()),
+            load1=load(),
+            turns_queued=int(self.r.llen(Queue.TURNS.value)),
+            due=int(self.r.zcard(keys.CONTROLLER_DUE)),
+        )
+        self.samples.append(sample)
+        print(  # progress, on stderr: the report is stdout's
+            f"  {sample.t:6.0f} s: {placed} news placed, {sample.pending} not handed on yet, "
+            f"{sample.turns_queued} turn messages queued, {sample.due} seats in the due index, "
+            f"used_memory {sample.used_memory / MIB:.1f} MiB, {sample.keys} keys, load "
+            f"{sample.load1:.2f}",
+            file=sys.stderr,
+            flush=True,
         )
 
     # ---- the report
 
     def report(self, warmup_s: float) -> tuple[dict[str, Any], list[str], bool]:
+        from workers.stores import keys
+
         a, f, ck = self.args, self.figures, self.checker
         logs = self.logs()
         ck.complete()
@@ -803,18 +838,26 @@ class Soak:
                 f"sum(seq) {begun}, finished in the log {len(logs.finished)}, in flight "
                 f"{in_flight}",
             )
-        # no wake-up lost
+        # no wake-up lost: news not handed on when the run ended is lost unless its seat has a
+        # turn in flight (whose end wakes it) or is in the due index (a tick will decide it)
         pending = [n for ns in ck.pending.values() for n in ns]
-        for news in pending[:20]:
+        behind = [n for n in pending if n.seat in ck.active]
+        due = [
+            n
+            for n in pending
+            if n.seat not in ck.active and self.r.zscore(keys.CONTROLLER_DUE, n.seat) is not None
+        ]
+        lost = [n for n in pending if n not in behind and n not in due]
+        for news in lost[:20]:
             ck.fail(
                 LOST,
-                "news never handed to a turn",
+                "news never handed to a turn, the seat idle and not due",
                 news.seat,
                 f"placed at {news.at_ms} (notice {news.notices}, turns begun before it "
                 f"{news.seq_lo}); the seat's seq {ck.seq.get(news.seat)}",
             )
-        if len(pending) > 20:
-            ck.fail(LOST, "news never handed to a turn", "*", f"... {len(pending) - 20} more")
+        if len(lost) > 20:
+            ck.fail(LOST, "news never handed to a turn", "*", f"... {len(lost) - 20} more")
         lat = [float(n.queued_ms - n.at_ms) for n in ck.handed if n.queued_ms is not None]
         done = [float(n.ended_ms - n.at_ms) for n in ck.handed if n.ended_ms is not None]
         exact = sum(1 for n in ck.handed if n.exact)
@@ -843,6 +886,8 @@ class Soak:
             "fedS": round(f["fed_s"], 1),
             "settledS": round(f["settled_s"], 1),
             "rested": f["rested"],
+            "overload": self.overload,
+            "turnsQueueMax": self.backlog_max,
             "load1": [round(x, 2) for x in f["loads"]],
             "news": {
                 "placed": f["placed"],
@@ -850,7 +895,9 @@ class Soak:
                 "exact": exact,
                 "ambiguous": len(ck.handed) - exact,
                 "late": late,
-                "lost": len(pending),
+                "lost": len(lost),
+                "unsettledBehindATurnInFlight": len(behind),
+                "unsettledDue": len(due),
                 "feederLagS": {
                     "p50": round(pct(f["lag"], 0.5), 3),
                     "max": round(max(f["lag"], default=0.0), 3),
@@ -894,6 +941,7 @@ class Soak:
                 "published": sum(fed_published.values()),
                 "turnsPublishedMoreThanOnce": published_twice,
                 "turnsPublishedMoreThanOnceInFeed": fed_twice,
+                "conflicts": logs.conflicts - self.conflicts_before,
             },
             "cpuCores": {k: round(v, 3) for k, v in cores.items()},
             "cpuMsPerTurnFed": {
@@ -914,9 +962,11 @@ class Soak:
                 "familiesMidToEnd": family_rows(fam1, fam_mid),
             },
             "recordReads": ck.reads,
+            "lateNews": ck.late[:100],
             "failures": [asdict(x) for x in ck.failures],
         }
-        return figures, self.lines(figures), not ck.failures
+        complete = not self.overload and f["rested"]
+        return figures, self.lines(figures), complete and not ck.failures
 
     def lines(self, g: dict[str, Any]) -> list[str]:
         n, t, k, m = g["news"], g["turns"], g["ticks"], g["memory"]
@@ -933,7 +983,13 @@ class Soak:
             f"warm-up: every seat's first turn, at rest after {g['warmupS']:.0f} s",
             f"feed: {n['placed']} news in {g['fedS']:.0f} s (each second's news all placed "
             f"p50 {n['feederLagS']['p50']:.2f} s, max {n['feederLagS']['max']:.2f} s into "
-            f"it); settled after it in {g['settledS']:.0f} s",
+            f"it); the turns queue held at most {g['turnsQueueMax']} messages; "
+            + (
+                f"settled after it in {g['settledS']:.0f} s"
+                if g["rested"]
+                else f"NOT settled {g['settledS']:.0f} s after it: {self.figures['rest_state']}"
+            ),
+            *([f"OVERLOAD: {g['overload']}"] if g["overload"] else []),
             "",
             "checks",
             f"  {TWICE:<18}{self.verdict(TWICE)}",
@@ -947,7 +1003,8 @@ class Soak:
             f" ms; the longest tick {max(k['maxMs'], k['warmupMaxMs']):.0f} ms)",
             f"  {LOST:<18}{self.verdict(LOST)}",
             f"    {n['handedOn']} of {n['placed']} news handed to a turn; late (> {LATE_S:.0f} "
-            f"s) {n['late']}, lost {n['lost']}",
+            f"s) {n['late']}, lost {n['lost']}; not handed on when the run ended, behind a turn "
+            f"in flight {n['unsettledBehindATurnInFlight']}, due {n['unsettledDue']}",
             f"    news -> turn queued: p50 {lq['p50'] / 1000:.2f} s, p99 {lq['p99'] / 1000:.2f}"
             f" s, max {lq['max'] / 1000:.2f} s, min {lq['min'] / 1000:.3f} s ({n['exact']} "
             f"exact, {n['ambiguous']} ambiguous, {lq['negative']} negative by the tick's clock)",
@@ -963,7 +1020,8 @@ class Soak:
             f"controller ticks during the feed: {k['run']} run, p50 {k['p50Ms']:.0f} ms, p99 "
             f"{k['p99Ms']:.0f} ms, max {k['maxMs']:.0f} ms; turns published "
             f"{k['published']}; published more than once {k['turnsPublishedMoreThanOnce']} "
-            f"(warm-up: {k['warmupRun']} ticks, the longest {k['warmupMaxMs']:.0f} ms)",
+            f"(warm-up: {k['warmupRun']} ticks, the longest {k['warmupMaxMs']:.0f} ms); "
+            f"seats whose write lost to another writer (decided again) {k['conflicts']}",
             "CPU over the feed, cores: "
             + ", ".join(f"{name} {v:.3f}" for name, v in g["cpuCores"].items()),
             "  ms per turn the feed caused: "
@@ -987,12 +1045,21 @@ class Soak:
                 "  grew in the second half: "
                 + ", ".join(f"{r['family']} {r['bytesDelta'] / 1024:+,.0f} KiB" for r in grown)
             )
+        if g["lateNews"]:
+            out.append(f"news late (> {LATE_S:.0f} s, handed on later or lost), the first:")
+            for note in g["lateNews"][:5]:
+                out += wrap80(f"  {note}")
         failures = g["failures"]
         out.append("")
         if failures:
             out.append(f"FAIL: {len(failures)} failure(s); the first:")
             for x in failures[:15]:
                 out += wrap80(f"  [{x['check']}] {x['what']}: {x['seat']}: {x['detail']}")
+        elif g["overload"] or not g["rested"]:
+            out += wrap80(
+                "INCOMPLETE: no failure seen, but the fleet "
+                + ("fell behind (above)" if g["overload"] else "did not settle")
+            )
         else:
             out.append("PASS: no turn twice, none at once for a seat, no wake-up lost")
         return out
@@ -1029,6 +1096,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--memory-s", type=float, default=30.0, help="INFO memory this often")
     ap.add_argument(
+        "--max-backlog",
+        type=int,
+        help="stop the feed when the turns queue holds more (default: a minute of news)",
+    )
+    ap.add_argument(
         "--quiesce-s", type=float, default=120.0, help="settling after the feed, at most"
     )
     ap.add_argument("--warmup-timeout-s", type=float, default=1800.0)
@@ -1039,6 +1111,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seats < 1 or args.minutes <= 0 or not 0 < args.rate <= 1:
         ap.error("--seats and --minutes must be positive, --rate in (0, 1]")
+    if args.max_backlog is None:
+        args.max_backlog = 60 * max(1, round(args.rate * args.seats))
     if args.turn_workers < 1 or args.turn_concurrency < 1:
         ap.error("--turn-workers and --turn-concurrency must be at least 1")
 
