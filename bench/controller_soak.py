@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import queue
 import random
@@ -92,7 +93,12 @@ from bench.capacity import Family, family
 from bench.chaos import Fleet, RedisServer, redis_server
 from bench.controller import OPERATOR, write_org
 from contracts.controller import SeatRun
+from pipeline.turns import HISTORY
 
+# A queued turn not started this long after it was published is published again (the
+# setting's default): past it, a backlog on the turns queue gains a copy of each waiting turn
+# per period (tests/workers/test_controller_republish.py).
+REPUBLISH_S = 30.0
 LATE_S = 60.0  # news not handed to a turn this long after it was placed is listed as late
 PENDING_EVERY_S = 1.0  # the seats with news not yet handed on are read this often
 MIB = 1024 * 1024
@@ -115,7 +121,9 @@ def seq_of(turn_id: str) -> int:
 # --------------------------------------------------------------------------- the fleet
 
 
-def fleet_env(server: RedisServer, tmp: Path, org: Path, interval_s: float) -> dict[str, str]:
+def fleet_env(
+    server: RedisServer, tmp: Path, org: Path, interval_s: float, republish_s: float
+) -> dict[str, str]:
     env = {
         **os.environ,
         "SEATWIRE_REDIS_URL": server.url,
@@ -124,6 +132,7 @@ def fleet_env(server: RedisServer, tmp: Path, org: Path, interval_s: float) -> d
         "SEATWIRE_OUTBOX_PATH": str(tmp / "outbox.jsonl"),
         "SEATWIRE_OUTBOX_FSYNC": "false",
         "SEATWIRE_CONTROLLER_INTERVAL_S": f"{interval_s:g}",
+        "SEATWIRE_TURN_REPUBLISH_AFTER_MS": str(int(republish_s * 1000)),
     }
     env.pop("SEATWIRE_BROKER_URL", None)
     return env
@@ -305,6 +314,8 @@ class Checker:
     seq: dict[str, int] = field(default_factory=dict)
     active: dict[str, str] = field(default_factory=dict)  # seat -> turn in flight, last read
     reads: int = 0
+    revs: dict[str, bytes | None] = field(default_factory=dict)  # seat -> revision looked at
+    history: dict[str, int] = field(default_factory=dict)  # seat -> finished turns it keeps
     # News still not handed on LATE_S after it was placed, as the seat stood then: a figure
     # (a late hand-on is latency); news never handed on is the failure.
     late: list[str] = field(default_factory=list)
@@ -327,15 +338,21 @@ class Checker:
             chunk = batch[i : i + 1000]
             pipe = self.r.pipeline(transaction=False)
             for seat in chunk:
-                pipe.hget(keys.seat_run(seat), "doc")
+                pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
             docs = pipe.execute()
             at = now_ms()
-            for seat, doc in zip(chunk, docs, strict=True):
+            for seat, (rev, doc) in zip(chunk, docs, strict=True):
+                # A record at the revision last looked at is the record looked at: parsed again
+                # only while the seat has news to match.
+                if rev is not None and rev == self.revs.get(seat) and seat not in self.pending:
+                    continue
+                self.revs[seat] = rev
                 run = SeatRun(seat_id=seat) if doc is None else SeatRun.model_validate_json(doc)
                 self.look(seat, run, at)
 
     def look(self, seat: str, run: SeatRun, at: int) -> None:
         self.reads += 1
+        self.history[seat] = len(run.turns)
         known = self.turns.setdefault(seat, {})
         in_history: set[str] = set()
         for t in run.turns:
@@ -604,7 +621,7 @@ class Soak:
         self.args, self.tmp, self.server = args, tmp, server
         self.org = tmp / "org.json"
         write_org(self.org, args.seats)
-        self.env = fleet_env(server, tmp, self.org, args.interval_s)
+        self.env = fleet_env(server, tmp, self.org, args.interval_s, args.republish_after_s)
         self.fleet = Fleet(redis=server, workdir=tmp, env=self.env)
         settings = Settings(
             redis_url=server.url,
@@ -702,15 +719,16 @@ class Soak:
         next_sample = next_memory = t0
         families_mid: dict[str, Family] | None = None
         cpu_mid: dict[str, float] | None = None
-        load_mid = 0.0
+        load_mid = float("nan")
         self.backlog_max, self.overload = 0, ""
         while feeder.is_alive():
             tick = time.monotonic()
             backlog = int(self.r.llen(Queue.TURNS.value))
             self.backlog_max = max(self.backlog_max, backlog)
             if backlog > a.max_backlog and not self.overload:
-                # The turns wait longer than a minute of news: past the republish time, the
-                # tick publishes every waiting turn again, and the run measures an overload.
+                # The turns wait 30 s longer than the republish time: the tick publishes every
+                # waiting turn again, each copy is more to drain, and the run measures an
+                # overload, not the controller.
                 self.overload = (
                     f"the feed stopped after {tick - t0:.0f} s: {backlog} messages on the turns "
                     f"queue (more than --max-backlog {a.max_backlog}), load {load():.1f}"
@@ -864,7 +882,9 @@ class Soak:
         late = sum(1 for n in ck.handed if n.late) + sum(1 for n in pending if n.late)
         # memory
         half = f["fed_s"] / 2
-        second_half = [(s.t, float(s.used_memory)) for s in self.samples if s.t >= half]
+        second_half = [
+            (s.t, float(s.used_memory)) for s in self.samples if half <= s.t <= f["fed_s"] + 1
+        ]
         mems = [s.used_memory for s in self.samples]
         fam0, fam_mid, fam1 = f["families"]
         # CPU over the feed
@@ -888,7 +908,7 @@ class Soak:
             "rested": f["rested"],
             "overload": self.overload,
             "turnsQueueMax": self.backlog_max,
-            "load1": [round(x, 2) for x in f["loads"]],
+            "load1": [None if math.isnan(x) else round(x, 2) for x in f["loads"]],
             "news": {
                 "placed": f["placed"],
                 "handedOn": len(ck.handed),
@@ -962,6 +982,7 @@ class Soak:
                 "familiesMidToEnd": family_rows(fam1, fam_mid),
             },
             "recordReads": ck.reads,
+            "historiesAtCap": sum(1 for v in ck.history.values() if v >= HISTORY),
             "lateNews": ck.late[:100],
             "failures": [asdict(x) for x in ck.failures],
         }
@@ -979,7 +1000,7 @@ class Soak:
             f"controller worker (1), {g['turnWorkers']} turns worker(s) x concurrency "
             f"{g['turnConcurrency']}; noop launcher",
             "  load (1 min) at the start / middle / end of the feed: "
-            + " / ".join(f"{x:.2f}" for x in g["load1"]),
+            + " / ".join("-" if x is None else f"{x:.2f}" for x in g["load1"]),
             f"warm-up: every seat's first turn, at rest after {g['warmupS']:.0f} s",
             f"feed: {n['placed']} news in {g['fedS']:.0f} s (each second's news all placed "
             f"p50 {n['feederLagS']['p50']:.2f} s, max {n['feederLagS']['max']:.2f} s into "
@@ -1013,7 +1034,8 @@ class Soak:
             "  Redis memory",
             f"    used_memory first {mib['firstBytes']:.1f} MiB, last {mib['lastBytes']:.1f} "
             f"MiB, max {mib['maxBytes']:.1f} MiB; slope over the second half "
-            f"{m['secondHalfSlopeBytesPerMin'] / MIB:+.3f} MiB/min",
+            f"{m['secondHalfSlopeBytesPerMin'] / MIB:+.3f} MiB/min; seats whose record keeps "
+            f"its cap of {HISTORY} finished turns: {g['historiesAtCap']} of {g['seats']}",
             "",
             f"turns: outcomes {t['outcomes']}, reasons {t['reasons']}; copies that started "
             f"nothing {t['notQueuedCopies']}",
@@ -1096,9 +1118,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--memory-s", type=float, default=30.0, help="INFO memory this often")
     ap.add_argument(
+        "--republish-after-s",
+        type=float,
+        default=REPUBLISH_S,
+        help="SEATWIRE_TURN_REPUBLISH_AFTER_MS, in s (default: the setting's)",
+    )
+    ap.add_argument(
         "--max-backlog",
         type=int,
-        help="stop the feed when the turns queue holds more (default: a minute of news)",
+        help="stop the feed when the turns queue holds more messages (default: the news of "
+        "the republish time + 30 s)",
     )
     ap.add_argument(
         "--quiesce-s", type=float, default=120.0, help="settling after the feed, at most"
@@ -1112,7 +1141,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seats < 1 or args.minutes <= 0 or not 0 < args.rate <= 1:
         ap.error("--seats and --minutes must be positive, --rate in (0, 1]")
     if args.max_backlog is None:
-        args.max_backlog = 60 * max(1, round(args.rate * args.seats))
+        args.max_backlog = int(
+            (args.republish_after_s + 30) * max(1, round(args.rate * args.seats))
+        )
     if args.turn_workers < 1 or args.turn_concurrency < 1:
         ap.error("--turn-workers and --turn-concurrency must be at least 1")
 
