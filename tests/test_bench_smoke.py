@@ -13,10 +13,10 @@ machine has 2 cores; most of a bench's wall time at this size is processes start
 stopping): the suite's Redis database (`redis_url`: a failure in CI without Redis, a visible
 skip locally), one bench after another, in the tests themselves; a redis-server the module
 starts on a free port (tests/e2e's convention, bench/chaos.py's `redis_server`), in the
-background, for two of the slowest (bench.outbound, bench.ingress); and the two benches that
-start their own redis-servers (bench.fsync, bench.chaos), in the background too. Every process
-is started in its own group and stopped by its pid's group. A module of bench/ with a
-`__main__` block and no entry here fails `test_every_bench_is_smoked`.
+background, for two of the slowest (bench.outbound, bench.ingress); and the benches that start
+their own redis-servers (bench.fsync, bench.chaos, bench.controller_soak), in the background
+too. Every process is started in its own group and stopped by its pid's group. A module of
+bench/ with a `__main__` block and no entry here fails `test_every_bench_is_smoked`.
 """
 
 from __future__ import annotations
@@ -129,6 +129,13 @@ SMOKES: dict[str, Smoke] = {
     "fsync": Smoke(
         "--rounds 1 --seconds 0.3 --concurrency 4 --per-slice 300",
         ("everysec", "always"),
+        lane="own",
+    ),
+    "controller_soak": Smoke(
+        # 20 seats, 2 with news a second for 12 s: the fleet, the warm-up, the feed, the
+        # checks (correctness, not figures) and the report.
+        "--seats 20 --minutes 0.2 --rate 0.1",
+        ("PASS: no turn twice, none at once for a seat, no wake-up lost", "news -> turn queued"),
         lane="own",
     ),
     "chaos": Smoke(
