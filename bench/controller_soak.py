@@ -2,7 +2,8 @@
 them every second, turns by the `noop` launcher, for a long while, with real processes.
 
     uv run python -m bench.controller_soak [--seats 10000] [--minutes 30] [--rate 0.01]
-        [--turn-workers 1] [--turn-concurrency 2] [--window-s 120] [--json FILE]
+        [--turn-workers 1] [--turn-concurrency 2] [--republish-after-s 30] [--window-s 120]
+        [--max-backlog N] [--keep DIR] [--json FILE]
 
 What runs: a redis-server of the bench's own on a free port (bench/chaos.py `redis_server`:
 AOF on, `appendfsync everysec`, as a deployment keeps it, `noeviction`, its own temp dir);
@@ -62,8 +63,16 @@ with their durations) and the turns they published (`controller tick: published 
 of each process group (/proc/<pid>/stat: its live processes' utime + stime, and what its
 leader reaped) and of the Redis server (INFO cpu) over the feed; load averages.
 
+The fleet's turn republish time (`SEATWIRE_TURN_REPUBLISH_AFTER_MS`) is the setting's
+default unless `--republish-after-s` says otherwise. A queued turn not started that long after
+it was published is published again, so once the turns wait longer than that, every waiting
+turn gains a copy per period and the run measures that overload, not the controller: when
+the turns queue holds more than the news of the republish time + 30 s (`--max-backlog`), the
+feed stops and the run is reported INCOMPLETE.
+
 Exit status 1 when a check fails (the report lists the first failures: seat, turn ids,
-times). `--json FILE` writes the figures.
+times) or the run is incomplete. `--json FILE` writes the figures; `--keep DIR` copies the
+processes' logs there.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ others. So when the turns wait longer than the republish time, every waiting tur
 copy per period, the queue's arrival rate becomes the news' rate times (1 + wait / period),
 and a backlog feeds itself: in the 10,000-seat soak on a loaded machine (load 14-17), 33,683
 turns had been published 107,822 times after 7 minutes of feed, one turn 12 times (queued
-332 s before it started), and the turns queue grew by ~150 messages a second to 88,943.
+332 s before it started), and the turns queue grew by 200-300 messages a second to 88,943.
 
 The fix (pipeline/turns.py `republish_at`): each copy waits twice as long as the one before,
 so the copies of one waiting turn grow with the logarithm of its wait, not with the wait.
