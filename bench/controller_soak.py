@@ -65,9 +65,10 @@ leader reaped) and of the Redis server (INFO cpu) over the feed; load averages.
 
 The fleet's turn republish time (`SEATWIRE_TURN_REPUBLISH_AFTER_MS`) is the setting's
 default unless `--republish-after-s` says otherwise. A queued turn not started that long after
-it was published is published again, so once the turns wait longer than that, every waiting
-turn gains a copy per period and the run measures that overload, not the controller: when
-the turns queue holds more than the news of the republish time + 30 s (`--max-backlog`), the
+it was published is published again, each later copy twice as long after the one before
+(pipeline/turns.py `republish_at`), so turns that wait behind a busy queue gain a few copies,
+not one a period. When the turns queue holds more than the news of the republish time + 30 s
+(`--max-backlog`), the run measures an overload of the turns workers, not the controller: the
 feed stops and the run is reported INCOMPLETE.
 
 Exit status 1 when a check fails (the report lists the first failures: seat, turn ids,
