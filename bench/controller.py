@@ -203,6 +203,18 @@ class TickRun:
     decided: int
     split: dict[str, float]  # seconds by step
     decisions: dict[str, int]
+    more: bool = False  # the tick left seats due for a next batch
+
+
+@dataclass
+class Second:
+    """One second of the clock in the sparse situation: the ticks that ran in it (the beat's,
+    then each next batch at once while the last said more), summed."""
+
+    ticks: int
+    cpu: float
+    seconds: float
+    decided: int
 
 
 @dataclass
@@ -211,6 +223,7 @@ class Series:
     n: int
     asks: int
     ticks: list[TickRun] = field(default_factory=list)
+    per_second: list[Second] = field(default_factory=list)
 
     def pct(self, q: float, name: str = "seconds") -> float:
         v = sorted(getattr(t, name) for t in self.ticks)
@@ -263,6 +276,23 @@ class Series:
             "written": self.total("written"),
             "splitMsP50": {k: round(v, 3) for k, v in self.split_ms().items()},
             "decisions": self.ticks[-1].decisions,
+            **self.second_row(),
+        }
+
+    def second_row(self) -> dict[str, Any]:
+        if not self.per_second:
+            return {}
+        ps = self.per_second
+        wall = sorted(x.seconds for x in ps)
+        return {
+            "perSecond": {
+                "ticksMax": max(x.ticks for x in ps),
+                "ticksP50": statistics.median(x.ticks for x in ps),
+                "decidedP50": statistics.median(x.decided for x in ps),
+                "cpuMsP50": round(1e3 * statistics.median(x.cpu for x in ps), 3),
+                "wallMsP50": round(1e3 * statistics.median(wall), 3),
+                "wallMsMax": round(1e3 * wall[-1], 3),
+            }
         }
 
 
@@ -291,6 +321,7 @@ class Bench:
             outbox_path=tmp / "outbox.jsonl",
         )
         self.meter, self.n, self.asks, self.no_gc = meter, n, asks, no_gc
+        self.profile_sort = "tottime"
         self.app = create_app(settings, register=False)
         self.c = build_container(settings, app=self.app)
         self.c.redis.flushdb()
@@ -374,6 +405,7 @@ class Bench:
         from workers.stores.scripts import text as as_text
 
         rev, doc = self.c.redis.hmget(keys.seat_run(model), ["rev", "doc"])
+        turns = [as_text(t) for t in self.c.redis.lrange(keys.seat_turns(model), 0, -1)]
         text, at = as_text(doc), as_text(rev)
         pipe = self.c.redis.pipeline(transaction=False)
         for k, seat in enumerate(self.seats):
@@ -381,6 +413,8 @@ class Bench:
                 pipe.hset(
                     keys.seat_run(seat), mapping={"rev": at, "doc": text.replace(model, seat)}
                 )
+                if turns:
+                    pipe.rpush(keys.seat_turns(seat), *(t.replace(model, seat) for t in turns))
             if k % 5000 == 4999:
                 pipe.execute()
         pipe.execute()
@@ -458,6 +492,7 @@ class Bench:
         pipe = self.c.redis.pipeline(transaction=False)
         for seat in self.seats:
             pipe.dump(keys.seat_run(seat))
+            pipe.dump(keys.seat_turns(seat))
         pipe.dump(keys.CONTROLLER_DUE)
         return list(pipe.execute())
 
@@ -466,7 +501,12 @@ class Bench:
 
         pipe = self.c.redis.pipeline(transaction=False)
         for key, dump in zip(
-            [*(keys.seat_run(s) for s in self.seats), keys.CONTROLLER_DUE], dumps, strict=True
+            [
+                *(k for s in self.seats for k in (keys.seat_run(s), keys.seat_turns(s))),
+                keys.CONTROLLER_DUE,
+            ],
+            dumps,
+            strict=True,
         ):
             if dump is None:
                 pipe.delete(key)
@@ -483,11 +523,11 @@ class Bench:
 
     # ---- one measured tick
 
-    def tick(self) -> TickRun:
+    def tick(self, advance: int = TICK_MS) -> TickRun:
         for s in self.steps.values():
             s.reset()
         self.sent.clear()
-        self.clock += TICK_MS
+        self.clock += advance
         server0 = self.server.read()
         if self.no_gc:
             gc.disable()
@@ -516,7 +556,19 @@ class Bench:
             decided=report.seats,
             split=split,
             decisions=dict(report.decisions),
+            more=report.more,
         )
+
+    def second(self) -> list[TickRun]:
+        """The beat's tick of the next second, then each next batch at once (on a clock that
+        moved by the batch's own wall time), while the last said more were due; as
+        `workers/stages/controller_tick.py` `register` runs them."""
+        runs = [self.tick()]
+        while runs[-1].more:
+            runs.append(self.tick(advance=max(1, round(1e3 * runs[-1].seconds))))
+            if len(runs) > 1000:
+                raise RuntimeError("a second of ticks never drained the due seats")
+        return runs
 
     def idle(self, ticks: int) -> Series:
         s = Series("idle", self.n, self.asks)
@@ -533,12 +585,20 @@ class Bench:
         for i in range(warmup + ticks):
             self.direct(self.rnd.sample(self.seats, k))
             gc.collect()
-            t = self.tick()
+            runs = self.second()
             self.run_sent()
-            if t.published == 0:
-                raise RuntimeError(f"a sparse tick began no turn: {t}")
+            if sum(t.published for t in runs) == 0:
+                raise RuntimeError(f"a sparse second began no turn: {runs}")
             if i >= warmup:
-                s.ticks.append(t)
+                s.ticks.extend(runs)
+                s.per_second.append(
+                    Second(
+                        ticks=len(runs),
+                        cpu=sum(t.cpu for t in runs),
+                        seconds=sum(t.seconds for t in runs),
+                        decided=sum(t.decided for t in runs),
+                    )
+                )
         for _ in range(5):  # back to rest
             if self._tick_raw().seats == 0:
                 break
@@ -575,7 +635,7 @@ class Bench:
             self.run_sent()
         out = io.StringIO()
         stats = pstats.Stats(prof, stream=out)
-        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats(self.profile_sort).print_stats(top)
         return out.getvalue()
 
 
@@ -600,11 +660,20 @@ def line(s: Series) -> str:
 
 
 def split_line(s: Series) -> str:
-    sp = s.row()["splitMsP50"]
+    r = s.row()
+    sp = r["splitMsP50"]
     parts = " / ".join(
         f"{sp[k]:.1f}" for k in ("observe", "decide + rest", "commit", "publish") if k in sp
     )
-    return f"    {s.situation} N={s.n}: observe / decide / commit / publish p50 ms {parts}"
+    out = f"    {s.situation} N={s.n}: observe / decide / commit / publish p50 ms {parts}"
+    ps = r.get("perSecond")
+    if ps:
+        out += (
+            f"\n    {s.situation} N={s.n}: a second's ticks p50 {ps['ticksP50']:g} (max "
+            f"{ps['ticksMax']}), {ps['decidedP50']:g} seats decided, CPU {ps['cpuMsP50']:.1f} ms"
+            f", wall p50 {ps['wallMsP50']:.1f} ms (max {ps['wallMsMax']:.1f})"
+        )
+    return out
 
 
 @contextmanager
@@ -634,6 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--profile", action="store_true", help="cProfile ticks at the largest size")
     ap.add_argument("--top", type=int, default=25, help="cProfile entries to print")
+    ap.add_argument(
+        "--sort", default="tottime", help="cProfile order: tottime (own time) or cumulative"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
@@ -664,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             gc.unfreeze()  # the previous size's container is garbage now
             b = Bench(meter, url, n, args.asks, Path(tmp), args.no_gc)
+            b.profile_sort = args.sort
             last = b
             b.steady()
             gc.collect()

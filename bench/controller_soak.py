@@ -29,8 +29,9 @@ notice count. The news' own keys (the journal entry, the verdicts, the org versi
 the ledger rows) are kept `--window-s` seconds instead of days (bench/capacity.py
 `shortened`), so that the memory they take levels off within the run.
 
-The checks, on the seats' records (`keys.seat_run(seat)` field `doc`, a `SeatRun`: `seq`
-the turns begun, `active` the turn in flight, `turns` the last 10 finished, `noticesAtTurn`
+The checks, on the seats' records (`keys.seat_run(seat)` field `doc` and the list
+`keys.seat_turns(seat)`, a `SeatRun`: `seq` the turns begun, `active` the turn in flight,
+`turns` the last 10 finished, `noticesAtTurn`
 the notice count the last turn began with), read every second for the seats with news not yet
 handed to a turn and every `--sample-s` seconds for every seat:
 
@@ -104,6 +105,7 @@ from bench.chaos import Fleet, RedisServer, redis_server
 from bench.controller import OPERATOR, write_org
 from contracts.controller import SeatRun
 from pipeline.turns import HISTORY
+from workers.stores.seat_runs import read_record
 
 # A queued turn not started this long after it was published is published again (the
 # setting's default): past it, a backlog on the turns queue gains a copy of each waiting turn
@@ -349,16 +351,16 @@ class Checker:
             pipe = self.r.pipeline(transaction=False)
             for seat in chunk:
                 pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
+                pipe.lrange(keys.seat_turns(seat), 0, -1)
             docs = pipe.execute()
             at = now_ms()
-            for seat, (rev, doc) in zip(chunk, docs, strict=True):
+            for seat, (rev, doc), turns in zip(chunk, docs[::2], docs[1::2], strict=True):
                 # A record at the revision last looked at is the record looked at: parsed again
                 # only while the seat has news to match.
                 if rev is not None and rev == self.revs.get(seat) and seat not in self.pending:
                     continue
                 self.revs[seat] = rev
-                run = SeatRun(seat_id=seat) if doc is None else SeatRun.model_validate_json(doc)
-                self.look(seat, run, at)
+                self.look(seat, read_record(seat, rev, doc, turns).run, at)
 
     def look(self, seat: str, run: SeatRun, at: int) -> None:
         self.reads += 1

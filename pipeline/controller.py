@@ -40,7 +40,6 @@ from contracts.controller import (
     ControllerDecision,
     ControllerReason,
     ControllerState,
-    InboxMark,
     Loose,
 )
 from pipeline.js import UNDEFINED, field, js_str, present, to_number, truthy
@@ -82,8 +81,10 @@ class WorkController:
         self.retry_base_ms = retry_base_ms
         self.max_failures = max_failures
         self.deadline_ms = deadline_ms
+        self._resumed: tuple[ControllerState, dict[str, Any]] | None = None
         if _state is not None:
             self._s = _state.model_dump()
+            self._resumed = (_state, dict(self._s))
             return
         if quiet_interval_ms > 0 and now_ms is None:
             raise ValueError(
@@ -108,6 +109,10 @@ class WorkController:
         return cls(**options, _state=parsed)
 
     def to_state(self) -> ControllerState:
+        """The state now: the very state it resumed from when nothing of it changed (so a
+        caller can tell "unchanged" by identity, and no validation is paid for it)."""
+        if self._resumed is not None and self._resumed[1] == self._s:
+            return self._resumed[0]
         return ControllerState.model_validate(self._s)
 
     def status(self) -> dict[str, Any]:
@@ -335,6 +340,15 @@ def _fingerprint(news: object) -> str | None:
     project = field(news, "project")
     if project is UNDEFINED:
         return None
+    if type(project) is dict:  # the news a tick builds: a plain dict (a hot path)
+        flat: list[tuple[str, type, object]] = []
+        for k, v in project.items():
+            kind = type(v)
+            if type(k) is not str or kind not in _SCALARS:
+                return _canonical(project)
+            flat.append((k, kind, v))
+        flat.sort(key=_first)
+        return _flat_json(tuple((k, kind.__name__, v) for k, kind, v in flat))
     if isinstance(project, Mapping) and all(
         isinstance(k, str) and type(v) in _SCALARS for k, v in project.items()
     ):
@@ -345,6 +359,10 @@ def _fingerprint(news: object) -> str | None:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _first(item: tuple[str, type, object]) -> str:
+    return item[0]
 
 
 @lru_cache(maxsize=64)
@@ -367,7 +385,8 @@ def _loose(value: object) -> Loose:
 
 
 def _mark(pending: object, acknowledged: object) -> dict[str, Loose]:
-    return InboxMark(pending=_loose(pending), acknowledged=_loose(acknowledged)).model_dump()
+    """An `InboxMark` as the state keeps it (`_loose` gives only values it holds as they are)."""
+    return {"pending": _loose(pending), "acknowledged": _loose(acknowledged)}
 
 
 def _nullish(value: object) -> object:

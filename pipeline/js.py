@@ -58,6 +58,10 @@ def _snake(camel: str) -> str:
 def field(obj: object, camel: str) -> object:
     """`obj.camel` as the seed reads it: a mapping by its camelCase key (else the snake_case
     one), anything else by its snake_case attribute; `UNDEFINED` when there is none."""
+    if type(obj) is dict:  # the common case, without the ABC's isinstance (a hot path)
+        if camel in obj:
+            return obj[camel]
+        return obj.get(_snake(camel), UNDEFINED)
     if isinstance(obj, Mapping):
         if camel in obj:
             return obj[camel]

@@ -30,6 +30,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal
 
 from contracts.controller import (
@@ -157,7 +158,15 @@ def news_of(seat_id: str, seen: Observed, *, at_ms: int) -> dict[str, Any]:
 
 
 def controller_of(run: SeatRun, options: ControllerOptions) -> WorkController:
-    return WorkController.from_state(run.controller, **options.model_dump())
+    return WorkController.from_state(run.controller, **_options(options))
+
+
+@lru_cache(maxsize=1024)
+def _options(options: ControllerOptions) -> dict[str, Any]:
+    """A seat's options as the controller's keywords, worked out once per options value (a
+    tick decides thousands of seats with a handful of distinct options). The caller's
+    `from_state` gets a copy of the mapping, so the cached one is never changed."""
+    return options.model_dump()
 
 
 def tick_seat(
@@ -221,7 +230,10 @@ def tick_seat(
         update["last_decision"] = LastDecision(
             action=decision.action, reason=decision.reason, at_ms=now_ms, retry_at_ms=retry_at
         )
-    run = run.model_copy(update={"controller": ctl.to_state(), **update})
+    state = ctl.to_state()
+    if update or state is not run.controller:
+        run = run.model_copy(update={"controller": state, **update})
+    # else the record is left as it came: a caller tells "unchanged" by identity
     escalate = None
     if decision.action == "stop" and decision.reason in STOP_ESCALATES and run.escalation is None:
         run, escalate = _stopped_escalation(run, decision.reason, now_ms)
@@ -294,7 +306,7 @@ def next_due_ms(
             rng=lambda: 0.5,
             republish_after_ms=republish_after_ms,
         )
-        if again.run != run:
+        if again.run is not run and again.run != run:
             return now_ms + 1
     times: list[float] = []
     ctl = run.controller

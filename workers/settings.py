@@ -109,10 +109,11 @@ class Settings(BaseSettings):
     # and after how long a turn queued but never started is published again.
     controller_interval_s: float = Field(default=1.0, gt=0)
     # The event-driven controller (issue 27): at most this many due seats are decided per
-    # tick (the oldest-due first; the rest stay due for the next); and how long the
-    # reconciliation pass takes to look at every seat once (it finds a wake-up a crash lost),
-    # in steps of `RECONCILE_SLICE` seats (workers/stages/controller_tick.py).
-    controller_tick_seats: int = Field(default=2000, ge=1)
+    # tick (the oldest-due first; when more are due, the next tick follows at once, so a
+    # tick stays short: ~40-60 ms at 300 seats); and how long the reconciliation pass takes
+    # to look at every seat once (it finds a wake-up a crash lost), in steps of
+    # `RECONCILE_SLICE` seats (workers/stages/controller_tick.py).
+    controller_tick_seats: int = Field(default=300, ge=1)
     controller_reconcile_s: float = Field(default=900.0, gt=0)
     # Where agent runtimes reach this Seatwire's ingress (the `http` launcher's brief names its
     # MCP endpoint); default http://{host}:{port}.

@@ -35,7 +35,7 @@ from workers.queues import Task
 from workers.recovery.leader import Lease, scheduler_for
 from workers.stages import controller_tick, report_intake
 from workers.stages.controller_tick import ControllerTick, controller_due, idle_gate
-from workers.stores import keys
+from workers.stores import keys, seat_runs
 
 pytestmark = pytest.mark.redis
 
@@ -128,14 +128,16 @@ def due(c: Container) -> dict[str, int]:
 
 
 def reference(c: Container, at: int) -> dict[str, tuple[SeatRun, Ticked]]:
-    """What a tick over every seat would decide at `at`, without writing anything."""
+    """What a tick over every seat would decide at `at`, without writing anything: on each
+    whole record (every finished turn, where the tick reads only the last)."""
     seats = c.org.current()[0].org.seats
     observed = c.seat_runs.observe([s.member_id for s in seats], now_ms=at)
+    runs = [c.seat_runs.get(s.member_id).run for s in seats]
     return {
         seat.member_id: (
-            read.run,
+            run,
             tick_seat(
-                read.run,
+                run,
                 seen,
                 options=seat.controller,
                 now_ms=at,
@@ -143,7 +145,7 @@ def reference(c: Container, at: int) -> dict[str, tuple[SeatRun, Ticked]]:
                 republish_after_ms=c.settings.turn_republish_after_ms,
             ),
         )
-        for seat, (read, seen) in zip(seats, observed, strict=True)
+        for seat, run, (_read, seen) in zip(seats, runs, observed, strict=True)
     }
 
 
@@ -359,6 +361,61 @@ def test_the_oldest_due_go_first_and_the_rest_stay_due(
     # The third tick takes s2, the last woken, before the seats the first tick began turns
     # for (due again at its next tick, to write `wait: active`).
     assert batches[:2] == [("s3", "s1"), ("s4", "s0")] and batches[2][0] == "s2"
+
+
+def test_a_full_batch_is_followed_at_once_by_the_next(
+    redis_client: redis.Redis,
+    redis_url: str,
+    tmp_path: Path,
+    published: Published,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given a batch of 2 and five seats due, a tick decides two and says more are due; the
+    controller's task then runs the next batch at once: under a worker as one new task with
+    the same leader's token, in process (embedded mode) until nothing is due by now."""
+    from workers.stages import base
+
+    c = build(redis_client, redis_url, tmp_path, 5, controller_tick_seats=2)
+    app = Celery("t", broker="memory://")
+    controller_tick.register(app, lambda: c)
+    task = app.tasks[Task.CONTROLLER.value]
+    monkeypatch.setattr(base, "admit_tick", lambda *_a, **_k: "")
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(type(task), "apply_async", lambda self, *a, **k: sent.append(k))
+    task(fence=7)  # as a worker runs it: not in process
+    assert sent == [{"kwargs": {"fence": 7}}]
+    assert len(published.of(Task.TURN)) == 2
+    org_ = c.seat_runs.index().org or ""
+    now = time.time_ns() // 10**6
+    assert c.redis.zcount(keys.CONTROLLER_DUE, "-inf", now) >= 3  # and the two begun, soon
+    # The chain runs: beat's gate sends no tick beside it, until the chain has run out.
+    assert not c.seat_runs.due_now(now_ms=now, org=org_)
+    assert c.seat_runs.due_now(now_ms=now + seat_runs.CHAIN_MS + 1, org=org_)
+    assert task.apply().successful()  # in process: batch after batch
+    assert sent == [{"kwargs": {"fence": 7}}]  # nothing more was sent
+    assert len(published.of(Task.TURN)) == 5  # every seat's first turn, none twice
+    assert c.redis.hget(keys.CONTROLLER_STATE, "chain") is None  # its last tick ended it
+
+
+def test_the_reconciliation_step_counts_against_the_batch(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+) -> None:
+    """A tick whose reconciliation step is due takes that many due seats fewer (at least
+    one), so it never decides more than its batch plus the step's seats."""
+    c = build(redis_client, redis_url, tmp_path, 4, controller_tick_seats=6)
+    at = settle_all(c, published, NOW)
+    for n, seat in enumerate(("s0", "s1", "s2", "s3")):
+        directed(c, seat, 60 + n, at)
+    c.redis.hset(keys.CONTROLLER_STATE, "next", at)  # the step is due
+    taken = c.seat_runs.take(
+        now_ms=at + 1000,
+        limit=6,
+        claim_until_ms=at + 31_000,
+        org=c.seat_runs.index().org or "",
+        step=4,
+    )
+    assert taken is not None and taken.reconcile is not None
+    assert len(taken.seats) == 2 and taken.more
 
 
 def test_a_wake_up_during_a_tick_is_not_lost(

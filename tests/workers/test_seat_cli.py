@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from contracts.controller import LastDecision, LaunchStreak, SeatRun
 from workers.cli import cli
-from workers.stores.seat_runs import SeatRuns
+from workers.stores.seat_runs import Read, SeatRuns
 
 pytestmark = pytest.mark.redis
 runner = CliRunner()
@@ -28,7 +28,7 @@ def runs(redis_client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPa
         last_decision=LastDecision(action="stop", reason="failure_limit", at_ms=1),
         streak=LaunchStreak(signature="resume:binary-missing", streak=3),
     )
-    assert store.commit([("scout", 0, run)]) == [True]
+    assert store.commit([(Read(0, SeatRun(seat_id="scout")), run)]) == [True]
     return store
 
 

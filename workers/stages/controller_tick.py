@@ -3,7 +3,8 @@ that can have something to decide, decided in one batched pass.
 
 A tick costs what the work costs, not what the org costs. It takes from the due index
 (workers/stores/seat_runs.py) the seats due by now, oldest-due first and at most
-`SEATWIRE_CONTROLLER_TICK_SEATS` (the rest stay due, and are the oldest next time), reads
+`SEATWIRE_CONTROLLER_TICK_SEATS` (the rest stay due, and are the oldest next time: the next
+tick follows at once, see `register`, so a tick stays as short as its batch), reads
 their records and news in two round trips, decides each with the pure `tick_seat` (settle a
 turn whose worker died, republish a queued turn nobody started, then the controller's
 decision), and commits in one script: every record that changed, under a compare-and-set,
@@ -34,7 +35,10 @@ tick by tick); it only skips the seconds at which nothing could change.
 
 Beat publishes the tick only when the index says something is due (`controller_due`, asked
 by beat's scheduler each interval in one round trip), so an idle deployment sends no task
-that Flower would list; embedded mode asks the same before it runs one.
+that Flower would list; embedded mode asks the same before it runs one. A tick that left
+seats due queues the next at once (a chain, under the same leader's token); while a chain
+runs, the index says nothing is due to beat (`SeatRuns.take`, `CHAIN_MS`), so chains do not
+pile up when the news outruns them.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from celery import Celery
@@ -62,6 +66,7 @@ from workers.queues import BY_TASK, Task
 from workers.recovery.faults import crash_point
 from workers.stages.base import Deps, StageTask, register_beat
 from workers.stages.turns import apply_effects
+from workers.stores.seat_runs import Taken
 from workers.stores.ticks import Ticks
 from workers.telemetry import telemetry
 
@@ -84,6 +89,7 @@ class TickReport:
     due: int = 0
     reconciled: int = 0
     decided: tuple[str, ...] = ()  # the seats decided, in the order taken
+    more: bool = False  # seats due by now were left for the next batch: tick again at once
 
 
 @dataclass(frozen=True)
@@ -178,14 +184,17 @@ class ControllerTick:
         interval_ms = int(c.settings.controller_interval_s * 1000)
         claim = now + max(CLAIM_MIN_MS, 10 * interval_ms)
         limit = c.settings.controller_tick_seats
-        taken = c.seat_runs.take(
-            now_ms=now, limit=limit, claim_until_ms=claim, org=index.fingerprint
-        )
+        step = min(RECONCILE_SLICE, len(index.ids))
+
+        def take() -> Taken | None:
+            return c.seat_runs.take(
+                now_ms=now, limit=limit, claim_until_ms=claim, org=index.fingerprint, step=step
+            )
+
+        taken = take()
         if taken is None:
             self._refill(index, now)
-            taken = c.seat_runs.take(
-                now_ms=now, limit=limit, claim_until_ms=claim, org=index.fingerprint
-            )
+            taken = take()
             if taken is None:  # another tick filled it for another org meanwhile
                 log.warning("controller tick: the due index changed org under this tick")
                 return TickReport(0, {}, (), 0, 0)
@@ -195,18 +204,19 @@ class ControllerTick:
         if taken.reconcile is not None:
             n = len(index.ids)
             start = taken.reconcile if taken.reconcile < n else 0
-            step = index.ids[start : start + RECONCILE_SLICE]
+            looked = index.ids[start : start + step]
             chosen = set(seat_ids)
-            extra = [s for s in step if s not in chosen]
+            extra = [s for s in looked if s not in chosen]
             c.seat_runs.claim(extra, claim_until_ms=claim)
             seat_ids += extra
-            reconciled = len(step)
+            reconciled = len(looked)
             # Steps of a whole pass's share: every seat once per SEATWIRE_CONTROLLER_RECONCILE_S.
-            every = c.settings.controller_reconcile_s * 1000 * len(step) / max(n, 1)
-            reconcile = (now + max(interval_ms, int(every)), (start + len(step)) % max(n, 1))
-        return self._decide(
+            every = c.settings.controller_reconcile_s * 1000 * len(looked) / max(n, 1)
+            reconcile = (now + max(interval_ms, int(every)), (start + len(looked)) % max(n, 1))
+        report = self._decide(
             index, seat_ids, now, claim, reconcile, due=len(taken.seats), reconciled=reconciled
         )
+        return replace(report, more=taken.more)
 
     def _refill(self, index: OrgIndex, now: int) -> None:
         """A new org (or the first tick): announce a changed project card, then wake every
@@ -254,9 +264,9 @@ class ControllerTick:
                 republish_after_ms=republish,
             )
             decisions[f"{t.decision.action}:{t.decision.reason}"] += 1
-            changed = t.run != read.run
+            changed = t.run is not read.run and t.run != read.run
             if changed:
-                writes.append((seat.member_id, read.rev, t.run))
+                writes.append((read, t.run))
                 ticked.append((seat, t))
             at = next_due_ms(
                 t.run,
@@ -329,6 +339,15 @@ TASK = Task.CONTROLLER  # this module's row of the stage table
 
 def register(app: Celery, deps: Deps) -> None:
     def tick(task: StageTask, fence: int | None) -> None:
-        ControllerTick.of(task.deps(), app)()
+        report = ControllerTick.of(task.deps(), app)()
+        if not report.more:
+            return
+        if task.request.is_eager:  # in process (embedded mode): the next batch, here
+            while report.more:
+                report = ControllerTick.of(task.deps(), app)()
+            return
+        # The next batch follows at once, as its own task under the same leader's token: a
+        # tick stays as short as its batch, and a backlog of due seats drains at full speed.
+        task.apply_async(kwargs={"fence": fence})
 
     register_beat(app, TASK, deps, tick)

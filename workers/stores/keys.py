@@ -259,8 +259,14 @@ CONTROLLER_STATE = f"{PREFIX}controller:index"
 
 def seat_run(seat_id: str) -> str:
     """Hash of one seat's work-controller record (workers/stores/seat_runs.py): `rev`, the
-    compare-and-set revision, and `doc`, the SeatRun JSON."""
+    compare-and-set revision, and `doc`, the SeatRun JSON without its finished turns."""
     return f"{PREFIX}ctl:{seat_id}"
+
+
+def seat_turns(seat_id: str) -> str:
+    """List of one seat's last finished turns (TurnRecord JSON, oldest first), written with
+    its record under the record's revision (workers/stores/lua/seat_run_write.lua)."""
+    return f"{PREFIX}ctl:{seat_id}:turns"
 
 
 # ---------------------------------------------------------------- a seat's tools (issue 13)

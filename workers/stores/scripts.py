@@ -34,7 +34,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "claim_release": ("subject_common",),
     "claim_take": ("subject_common",),
     "consent_revoke": ("ledger_common", "controller_wake", "inbox_common"),
-    "controller_commit": (),
+    "controller_commit": ("seat_run_write",),
     "controller_observe": (),
     "controller_take": (),
     "cost_record": (),
@@ -78,7 +78,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "send_note": (),
     "send_release": (),
     "send_renew": (),
-    "seat_run_commit": ("controller_wake",),
+    "seat_run_commit": ("controller_wake", "seat_run_write"),
     "stage_give_up": ("dead_letter",),
     "sweep_claim": ("dead_letter",),
     "tick_mark": (),
@@ -97,6 +97,7 @@ LIBRARIES = frozenset(
         "issue_common",
         "ledger_common",
         "stage_start",
+        "seat_run_write",
         "subject_common",
     }
 )

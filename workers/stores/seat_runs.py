@@ -1,7 +1,14 @@
 """The work controller's records, one per seat (issue 12 point 3, DESIGN.md section 10): the
 controller state, the turn in flight, the launch-failure streak, the session record, the last
 turns, and the operator's pause and steering, as ONE value per seat, `keys.seat_run(seat)`
-(`rev`, `doc`).
+(`rev`, `doc`), with its last finished turns in a list beside it (`keys.seat_turns(seat)`).
+The turns are kept out of the doc because the controller reads and parses the doc of every
+seat it decides, and the turns, which almost no decision needs, were most of its bytes (a
+record with ten turns is ~4.5 KB and ~34 us to parse; without them ~0.6 KB and ~6 us). A
+write pushes the turns its record gained (`seat_run_write.lua`), under the same
+compare-and-set; `get` reads them all, the controller's `observe` only the last one (an
+escalation quotes its detail). A record written before the split keeps its turns in the doc
+until its next write moves them to the list.
 
 Every write is a compare-and-set on `rev` (`seat_run_commit.lua`), so two writers racing on a
 seat (two ticks, a tick and a turn's outcome, an operator's pause) never both win: the loser
@@ -30,9 +37,9 @@ from dataclasses import dataclass
 
 import redis
 
-from contracts.controller import SeatRun
+from contracts.controller import SeatRun, TurnRecord
 from contracts.org import ControllerOptions
-from pipeline.turns import Control, Observed, apply_control
+from pipeline.turns import HISTORY, Control, Observed, apply_control
 from workers.stores import keys
 from workers.stores.backlog import REVISION_FIELD
 from workers.stores.intents import RUNNABLE_FIELD, WORK_FIELD
@@ -40,6 +47,10 @@ from workers.stores.scripts import script, text
 
 DELIVERY_WINDOW_MS = 3_600_000  # a seat's asks this recent may still be on their way
 DELIVERY_SCAN = 100  # at most this many of a seat's recent asks are looked at
+# A chain of ticks (a batch left seats due, and the next tick follows at once) counts as
+# running this long after its last take: beat sends no tick beside it meanwhile, and sends
+# again once a chain whose next tick was lost has run out.
+CHAIN_MS = 10_000
 CAS_ATTEMPTS = 20
 
 
@@ -49,20 +60,31 @@ class Conflict(Exception):
 
 @dataclass(frozen=True)
 class Read:
-    """A seat's record as read, with the revision its write must match."""
+    """A seat's record as read, with the revision its write must match and the ids of the
+    finished turns already in its list (a write pushes the record's other turns)."""
 
     rev: int
     run: SeatRun
+    listed: frozenset[str] = frozenset()
+
+    def write(self, after: SeatRun) -> list[str | int]:
+        """What seat_run_write.lua reads to write `after` over this read: the revision, the
+        doc without its turns, and the turns it gained."""
+        listed = self.listed
+        new = [t.model_dump_json(by_alias=True) for t in after.turns if t.turn_id not in listed]
+        return [self.rev, after.model_dump_json(by_alias=True, exclude=_TURNS), len(new), *new]
 
 
 @dataclass(frozen=True)
 class Taken:
     """What a tick took from the due index: the seats, oldest-due first; the reconciliation
-    pass's cursor when its step is due (else None); the claim they hold."""
+    pass's cursor when its step is due (else None); the claim they hold; whether seats due
+    by then were left for a next batch."""
 
     seats: tuple[str, ...]
     reconcile: int | None
     claim_ms: int
+    more: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,39 +105,58 @@ class SeatRuns:
         self._observe = script(client, "controller_observe")
 
     def get(self, seat_id: str) -> Read:
-        rev, doc = self.r.hmget(keys.seat_run(seat_id), ["rev", "doc"])
-        return _read(seat_id, rev, doc)
+        """The seat's record with all its finished turns (one round trip)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hmget(keys.seat_run(seat_id), ["rev", "doc"])
+        pipe.lrange(keys.seat_turns(seat_id), 0, -1)
+        (rev, doc), turns = pipe.execute()
+        return read_record(seat_id, rev, doc, turns)
 
-    def commit(self, writes: Sequence[tuple[str, int, SeatRun]]) -> list[bool]:
-        """Write each (seat, revision read at, record) whose revision is unchanged, waking each
+    def commit(self, writes: Sequence[tuple[Read, SeatRun]]) -> list[bool]:
+        """Write each (read, record) whose revision is unchanged since the read, waking each
         seat written for the controller; True for each one written."""
         if not writes:
             return []
-        args: list[str | int] = []
-        for seat, rev, run in writes:
-            args += [rev, run.model_dump_json(by_alias=True), seat]
-        flags = self._commit(
-            keys=[*(keys.seat_run(s) for s, _, _ in writes), *keys.CONTROLLER_WAKE], args=args
-        )
+        args: list[str | int] = [HISTORY]
+        names: list[str] = []
+        for read, run in writes:
+            args += [run.seat_id, *read.write(run)]
+            names += [keys.seat_run(run.seat_id), keys.seat_turns(run.seat_id)]
+        flags = self._commit(keys=[*names, *keys.CONTROLLER_WAKE], args=args)
         return [int(f) == 1 for f in flags]
 
     # ------------------------------------------------------------------ the due index
 
-    def take(self, *, now_ms: int, limit: int, claim_until_ms: int, org: str) -> Taken | None:
-        """The seats due by `now_ms`, oldest-due first, at most `limit`, each claimed until
-        `claim_until_ms`; None when the index was filled for another org than `org` (nothing
-        taken: `fill` it)."""
+    def take(
+        self,
+        *,
+        now_ms: int,
+        limit: int,
+        claim_until_ms: int,
+        org: str,
+        step: int = 0,
+        chain_until_ms: int | None = None,
+    ) -> Taken | None:
+        """The seats due by `now_ms`, oldest-due first, at most `limit` (less `step` when the
+        reconciliation pass's step of that many seats is due), each claimed until
+        `claim_until_ms`; None when the index was filled for another org than `org`
+        (nothing taken: `fill` it). When seats due are left (`more`), a chain of ticks is
+        marked running until `chain_until_ms` (`due_now` says nothing is due meanwhile);
+        the chain's last take clears the mark."""
+        chain = now_ms + CHAIN_MS if chain_until_ms is None else chain_until_ms
         reply = self._take(
             keys=[keys.CONTROLLER_DUE, keys.CONTROLLER_CLOCK, keys.CONTROLLER_STATE],
-            args=[now_ms, limit, claim_until_ms, org],
+            args=[now_ms, limit, claim_until_ms, org, step, chain],
         )
-        if text(reply[0]) == "org":
+        kind = text(reply[0])
+        if kind == "org":
             return None
         cursor = text(reply[1])
         return Taken(
             seats=tuple(text(s) for s in reply[2:]),
             reconcile=int(cursor) if cursor else None,
             claim_ms=claim_until_ms,
+            more=kind == "more",
         )
 
     def claim(self, seat_ids: Sequence[str], *, claim_until_ms: int) -> None:
@@ -139,28 +180,23 @@ class SeatRuns:
 
     def settle(
         self,
-        writes: Sequence[tuple[str, int, SeatRun]],
+        writes: Sequence[tuple[Read, SeatRun]],
         due: Sequence[tuple[str, int | None]],
         *,
         claim_ms: int,
         reconcile: tuple[int, int] | None = None,
     ) -> list[bool]:
-        """A tick's commit: each (seat, revision read at, record) written if its revision is
-        unchanged (True for each one written), and each decided (seat, next due ms or None)
+        """A tick's commit: each (read, record) written if its revision is unchanged since
+        the read (True for each one written), and each decided (seat, next due ms or None)
         put back in the index; `reconcile` is the pass's (next step ms, cursor)."""
-        args: list[str | int] = [claim_ms, len(writes), *(reconcile or ("", ""))]
-        for _seat, rev, run in writes:
-            args += [rev, run.model_dump_json(by_alias=True)]
+        args: list[str | int] = [claim_ms, len(writes), *(reconcile or ("", "")), HISTORY]
+        names = [keys.CONTROLLER_DUE, keys.CONTROLLER_STATE]
+        for read, run in writes:
+            args += read.write(run)
+            names += [keys.seat_run(run.seat_id), keys.seat_turns(run.seat_id)]
         for seat, at in due:
             args += [seat, "" if at is None else at]
-        flags = self._settle(
-            keys=[
-                keys.CONTROLLER_DUE,
-                keys.CONTROLLER_STATE,
-                *(keys.seat_run(s) for s, _, _ in writes),
-            ],
-            args=args,
-        )
+        flags = self._settle(keys=names, args=args)
         return [int(f) == 1 for f in flags]
 
     def wake(self, seat_ids: Sequence[str]) -> None:
@@ -179,14 +215,17 @@ class SeatRuns:
 
     def due_now(self, *, now_ms: int, org: str) -> bool:
         """Whether a tick at `now_ms` has anything to do: a seat due, the reconciliation
-        pass's step, or an index filled for another org. One round trip."""
+        pass's step, or an index filled for another org; but not while a chain of ticks
+        runs (it takes what is due). One round trip."""
         pipe = self.r.pipeline(transaction=False)
         pipe.zrangebyscore(keys.CONTROLLER_DUE, "-inf", now_ms, start=0, num=1)
-        pipe.hmget(keys.CONTROLLER_STATE, ["org", "next"])
-        seats, (filled, step) = pipe.execute()
-        if seats or filled is None or text(filled) != org:
+        pipe.hmget(keys.CONTROLLER_STATE, ["org", "next", "chain"])
+        seats, (filled, step, chain) = pipe.execute()
+        if filled is None or text(filled) != org:
             return True
-        return step is not None and int(text(step)) <= now_ms
+        if chain is not None and int(text(chain)) > now_ms:
+            return False
+        return bool(seats) or (step is not None and int(text(step)) <= now_ms)
 
     def index(self) -> IndexState:
         """The due index as it stands: its size, the soonest due, and the pass's cursor."""
@@ -213,7 +252,7 @@ class SeatRuns:
             after = change(read.run)
             if after is None:
                 return None
-            if self.commit([(seat_id, read.rev, after)])[0]:
+            if self.commit([(read, after)])[0]:
                 return read.run, after
         raise Conflict(f"seat {seat_id}: {CAS_ATTEMPTS} writers in a row beat this one")
 
@@ -224,11 +263,13 @@ class SeatRuns:
         return updated[1]
 
     def observe(self, seat_ids: Sequence[str], *, now_ms: int) -> list[tuple[Read, Observed]]:
-        """Every seat's record and news inputs, in one script (`controller_observe.lua`)."""
+        """Every seat's record (with its last finished turn only) and news inputs, in one
+        script (`controller_observe.lua`)."""
         names = [keys.PROJECT]
         for seat in seat_ids:
             names += [
                 keys.seat_run(seat),
+                keys.seat_turns(seat),
                 keys.inbox_meta(seat),
                 keys.seat_state(seat),
                 keys.backlog(seat),
@@ -256,11 +297,11 @@ class SeatRuns:
             project["card"] = text(card)
         out: list[tuple[Read, Observed]] = []
         for i, seat in enumerate(seat_ids):
-            (rev, doc, last, acked, since, end, notices, revision, open_items, runnable, work,
-             flying) = reply[3 + 12 * i : 15 + 12 * i]  # fmt: skip
+            (rev, doc, turn, last, acked, since, end, notices, revision, open_items, runnable,
+             work, flying) = reply[3 + 13 * i : 16 + 13 * i]  # fmt: skip
             out.append(
                 (
-                    _read(seat, rev or None, doc or None),
+                    read_record(seat, rev or None, doc or None, [turn] if turn else None),
                     Observed(
                         inbox_last=_int(last),
                         inbox_acked=_int(acked),
@@ -292,10 +333,27 @@ def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _read(seat_id: str, rev: object, doc: object) -> Read:
+def read_record(seat_id: str, rev: object, doc: object, turns: Sequence[object] | None) -> Read:
+    """A record as read: its doc, with the turns of its list (all, or the last); a doc of
+    before the split keeps its own turns when the list is empty (its next write lists them)."""
     if doc is None:
-        return Read(0, SeatRun(seat_id=seat_id))
-    return Read(int(text(rev)), SeatRun.model_validate_json(text(doc)))
+        run, at = SeatRun(seat_id=seat_id), 0
+    else:
+        body, at = text(doc), int(text(rev))
+        if turns and '"turns":' not in body:
+            # The turns spliced into the doc: one parse of one document, not one per turn
+            # and a copy (the controller reads thousands of records a tick).
+            body = f'{body[:-1]},"turns":[{",".join(text(t) for t in turns)}]}}'
+            run = SeatRun.model_validate_json(body)
+            return Read(at, run, frozenset(t.turn_id for t in run.turns))
+        run = SeatRun.model_validate_json(body)
+    if not turns:
+        return Read(at, run)
+    listed = tuple(TurnRecord.model_validate_json(text(t)) for t in turns)
+    return Read(at, run.model_copy(update={"turns": listed}), frozenset(t.turn_id for t in listed))
+
+
+_TURNS = {"turns"}
 
 
 def _int(value: object) -> int:

@@ -3,21 +3,20 @@
 -- operator's control). Each record written wakes its seat for the work controller
 -- (controller_wake.lua): what changed may change its next decision. The controller's own
 -- tick writes with controller_commit.lua instead, which sets the seats' next due times.
--- KEYS: the seats' run hashes, then the work controller's wake keys (due, clock)
--- ARGV: per run hash: the revision it was read at ('0' = absent), its doc (no TTL: one record
---       per seat of the org, and a seat's streak must outlive any quiet spell), the seat id
--- Returns one flag per run hash: 1 written (its revision is now one more), 0 conflict
+-- KEYS: per record its run hash and its turns list, then the work controller's wake keys
+--       (due, clock)
+-- ARGV: 1 finished turns kept per seat, then per record: its seat id, then what
+--       seat_run_write.lua reads (revision, doc, k new turns); no TTL: one record per seat
+--       of the org, and a seat's streak must outlive any quiet spell
+-- Returns one flag per record: 1 written (its revision is now one more), 0 conflict
+local history = tonumber(ARGV[1])
 local out = {}
-for i = 1, #KEYS - 2 do
-  local key = KEYS[i]
-  local expected = ARGV[3 * i - 2]
-  local current = redis.call('HGET', key, 'rev') or '0'
-  if current == expected then
-    redis.call('HSET', key, 'rev', tonumber(current) + 1, 'doc', ARGV[3 * i - 1])
-    controller_wake(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[3 * i])
-    out[i] = 1
-  else
-    out[i] = 0
-  end
+local j = 2
+for i = 1, (#KEYS - 2) / 2 do
+  local seat = ARGV[j]
+  local written
+  written, j = seat_run_write(KEYS[2 * i - 1], KEYS[2 * i], history, j + 1)
+  if written == 1 then controller_wake(KEYS[#KEYS - 1], KEYS[#KEYS], seat) end
+  out[i] = written
 end
 return out
