@@ -30,6 +30,7 @@ from contracts.controller import SeatRun
 from pipeline.turns import Control, Ticked, start_turn, tick_seat
 from tests.fakes import per_turn, place
 from tests.workers.test_controller_tick import Published, make, turns
+from tests.workers.test_ledger_store import decision as ask_decision
 from workers.container import Container
 from workers.queues import Task
 from workers.recovery.leader import Lease, scheduler_for
@@ -191,6 +192,21 @@ def act(c: Container, published: Published, rnd: random.Random, at: int, step: i
                     }
                 )
             )
+        elif roll < 0.095:  # an ask of the seat's: its place held, the send to come
+            ask = f"op-{step}-{seat}"
+            c.ledger.reserve(
+                ask,
+                decision=ask_decision(ask, ask),
+                seat_id=seat,
+                tracking_id=f"t-{ask}",
+                now_ms=at,
+            )
+    onward = {b"reserved": "sending", b"sending": "sent"}
+    pending: list[bytes] = c.redis.zrange(keys.PENDING, 0, -1)  # type: ignore[assignment]
+    for held in pending:  # the send stage, now and then
+        state = c.redis.hget(keys.op(held.decode()), "state")
+        if state in onward and rnd.random() < 0.3:
+            c.redis.hset(keys.op(held.decode()), "state", onward[state])
     if rnd.random() < 0.01:
         c.project.notify("announcement", seats, by="ava", now_ms=at, body="all hands")
     todo = published.of(Task.TURN)
@@ -279,7 +295,8 @@ def test_every_news_writer_wakes_its_seat_in_the_same_script(
 ) -> None:
     """Given seats at rest (the due index empty), each kind of news puts exactly its seat in
     the index at the clock of the last tick: an inbox item and its acknowledgement, a backlog
-    item added and done, an operator's control, a project announcement (every seat)."""
+    item added and done, an operator's control, an ask's place held, a project announcement
+    (every seat)."""
     c = small
     at = settle_all(c, published, NOW)
     directed(c, "s1", 1, at)
@@ -308,8 +325,16 @@ def test_every_news_writer_wakes_its_seat_in_the_same_script(
     c.seat_runs.control("s3", "pause", options=c.org.current()[0].seat("s3").controller)  # type: ignore[union-attr]
     assert due(c) == {"s3": at + 1000}
     c.redis.delete(keys.CONTROLLER_DUE)
+    held = c.ledger.reserve(
+        "op-s0", decision=ask_decision(), seat_id="s0", tracking_id="t-s0", now_ms=at
+    )
+    assert held.allowed and due(c) == {"s0": at + 1000}  # an ask on its way
+    report = tick(c, at + 1001)
+    assert report.decisions == {"wait:pending_delivery": 1}
+    assert due(c) == {"s0": at + 1002}  # looked at each tick while it is on its way
+    c.redis.delete(keys.CONTROLLER_DUE)
     c.project.notify("announcement", ids(c), by="ava", now_ms=at, body="hello")
-    assert due(c) == dict.fromkeys(ids(c), at + 1000)
+    assert due(c) == dict.fromkeys(ids(c), at + 1001)
     c.redis.delete(keys.CONTROLLER_DUE)
     c.seat_runs.set_project(paused=True)  # flags written outside a script: refill
     assert c.seat_runs.index().org is None

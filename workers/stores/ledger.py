@@ -109,6 +109,7 @@ class Ledger:
                 *self._reserve_keys(op_id, decision, seat_id, tracking_id, ids),
                 *([] if start is None else start[0]),
                 *([] if onward is None else [onward.queue]),
+                *keys.CONTROLLER_WAKE,
             ],
             args=self._reserve_args(
                 op_id, decision, seat_id, tracking_id, ids, now_ms, onward, start
@@ -178,7 +179,7 @@ class Ledger:
     ) -> list[str | int]:
         lim = self.limits
         fields = {
-            "seatId": seat_id,
+            "seatId": seat_id,  # first: the script wakes this seat (guard_reserve.lua)
             "workId": decision.work_id,
             "dedupeKey": decision.dedupe_key or "",
             "targets": json.dumps(ids),

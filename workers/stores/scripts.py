@@ -51,7 +51,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
     "direction_settle": ("direction_common",),
     "direction_vote": ("direction_common",),
     "dlq_replay": ("dead_letter",),
-    "guard_reserve": ("celery_common", "dead_letter", "stage_start"),
+    "guard_reserve": ("celery_common", "controller_wake", "dead_letter", "stage_start"),
     "guard_tally": (),
     "inbound_record": ("ledger_common", "controller_wake", "inbox_common"),
     "inbox_ack": ("controller_wake",),

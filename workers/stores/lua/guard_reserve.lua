@@ -9,9 +9,13 @@
 -- first and reserves nothing unless the start is admitted: the start and the reservation are
 -- one round trip, and a start at the delivery cap is dead-lettered with nothing reserved.
 --
+-- A place held wakes the seat for the work controller (controller_wake.lua): an ask on its
+-- way is news to it (it waits `pending_delivery` until the ask is sent or given up).
+--
 -- KEYS: 1 op hash, 2 pending zset, 3 by-dedupe-key, 4 by-work, 5 by-seat, 6 rooms-of-seat,
 --       7 journal entry, 8..7+n by-target (one per target, in target order), [8+n..14+n the
---       start's 7 keys, when one is given], [last: the send queue, when a message is given]
+--       start's 7 keys, when one is given], [the send queue, when a message is given], then
+--       the work controller's wake keys (due, clock)
 -- ARGV: 1 opId, 2 nowMs ('' = Redis TIME), 3 reengageAfterMs, 4 maxAttemptsPerAsk,
 --       5 perTargetPerDay, 6 perWorkPerDay, 7 perSeatPerHour, 8 roomsPerDay,
 --       9 createsRoom ('1'|'0'), 10 reservation ttl ms, 11 op key prefix, 12 retention ms,
@@ -19,7 +23,8 @@
 --       window and as much again for clock skew), 15 the send message's template ('' =
 --       none), 16 its payload up to the attempt, 17 its payload after, 18 its embed,
 --       19 the start's arguments (a JSON array of strings; '' = no start), 20..19+n target
---       ids, then field/value pairs stored on the op hash.
+--       ids, then field/value pairs stored on the op hash, the first of them `seatId` and
+--       the seat's id.
 -- Returns {allowed 0|1, code|'', attempt, sameKey, lastSameAtMs|-1, work, seat, rooms,
 --          atMs, replay 0|1, targetCount1, ..., [the start's deliveries, when it ran]}, or
 --          {'start', verb, n} when the start was not admitted (stage_start's {'dead',
@@ -126,8 +131,9 @@ if allowed == 1 then
   end
   if ARGV[15] ~= '' then
     local payload = ARGV[16] .. (same + 1) .. ARGV[17]
-    redis.call('LPUSH', KEYS[#KEYS], celery_message(ARGV[15], payload, ARGV[18]))
+    redis.call('LPUSH', KEYS[#KEYS - 2], celery_message(ARGV[15], payload, ARGV[18]))
   end
+  controller_wake(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[21 + n])
 else
   redis.call('HSET', KEYS[1], 'state', 'refused', 'atMs', now)
 end
