@@ -348,7 +348,9 @@ class Checker:
         batch = list(seats)
         for i in range(0, len(batch), 1000):
             chunk = batch[i : i + 1000]
-            pipe = self.r.pipeline(transaction=False)
+            # MULTI/EXEC: each record with its turns list as of one moment (a turn's outcome
+            # written between the two reads would show it both in flight and finished).
+            pipe = self.r.pipeline(transaction=True)
             for seat in chunk:
                 pipe.hmget(keys.seat_run(seat), ["rev", "doc"])
                 pipe.lrange(keys.seat_turns(seat), 0, -1)

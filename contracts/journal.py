@@ -246,8 +246,8 @@ IssueVerb = Literal[
 # commit was applied already (its reply was lost); `conflict`: the ask changed since it was read.
 AskVerb = Literal["new", "exists", "ok", "again", "conflict", "missing"]
 # controller_take: {'org'} (the due index was filled for another org: nothing taken) or
-# {'due', reconciliation cursor or '', seat...}.
-ControllerTakeVerb = Literal["org", "due"]
+# {'due' or 'more', reconciliation cursor or '', seat...} ('more': the next tick follows).
+ControllerTakeVerb = Literal["org", "due", "more"]
 
 ScriptVerb = Literal[
     AskVerb,

@@ -81,8 +81,10 @@ REDIS_COMMANDS = frozenset(
         "HSET",
         "HSETNX",
         "INCR",  # leader_hold: a new term's token
+        "LINDEX",  # controller_observe: a seat's last finished turn
         "LPUSH",
         "LTRIM",  # ask_commit: the brake's window of concluded asks
+        "RPUSH",  # seat_run_write: a seat's finished turns
         "PERSIST",
         "PEXPIRE",
         "PEXPIREAT",  # ask_commit: a work's consents kept as long as its latest consent
@@ -179,6 +181,8 @@ HASH_FIELDS = frozenset(
         "org",
         "cursor",
         "next",
+        "chain",  # ... a chain of ticks: until when it runs, and when it began
+        "chainFrom",
         # the run of project-wide items at the end of an inbox (workers/stores/project.py)
         "projectSince",
         "projectEnd",

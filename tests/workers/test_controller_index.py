@@ -422,6 +422,35 @@ def test_a_full_batch_is_followed_at_once_by_the_next(
     assert c.redis.hget(keys.CONTROLLER_STATE, "chain") is None  # its last tick ended it
 
 
+def test_a_chain_ends_while_asks_are_on_their_way(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
+) -> None:
+    """Given a batch of 2 and three seats whose asks stay on their way (each is looked at
+    again at the next millisecond), a chain of ticks 50 ms apart decides them and ends: it
+    goes on only for what was due when it began."""
+    c = build(redis_client, redis_url, tmp_path, 5)
+    at = settle_all(c, published, NOW)
+    c.settings = c.settings.model_copy(update={"controller_tick_seats": 2})
+    for seat in ("s0", "s1", "s2"):
+        op = f"op-{seat}"
+        c.ledger.reserve(
+            op, decision=ask_decision(op, op), seat_id=seat, tracking_id=f"t-{op}", now_ms=at
+        )
+
+    def chain(start: int) -> list[controller_tick.TickReport]:
+        reports = [tick(c, start)]
+        while reports[-1].more and len(reports) < 10:
+            reports.append(tick(c, start + 50 * len(reports)))
+        return reports
+
+    reports = chain(at + 1000)
+    assert [r.more for r in reports] == [True, False]
+    assert sum(r.decisions.get("wait:pending_delivery", 0) for r in reports) >= 3
+    assert c.redis.hget(keys.CONTROLLER_STATE, "chain") is None
+    # Still on their way: beat's next tick looks at the three again, in a chain that ends.
+    assert [r.more for r in chain(at + 2000)] == [True, False]
+
+
 def test_the_reconciliation_step_counts_against_the_batch(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, published: Published
 ) -> None:

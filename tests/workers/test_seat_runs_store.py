@@ -107,6 +107,21 @@ def test_a_record_of_before_the_split_keeps_its_turns(
     assert runs.get(SEAT).rev == 6
 
 
+def test_a_doc_with_turns_beside_a_list_keeps_both(
+    runs: SeatRuns, redis_client: redis.Redis
+) -> None:
+    """Given a list with turn 1 and a doc that holds turn 2 itself (a process of before the
+    split wrote it after one of now), a read has both, and the next write lists turn 2."""
+    _finish(runs, 1)
+    doc = SeatRun(seat_id=SEAT, seq=2, turns=(_turn(2),)).model_dump_json(by_alias=True)
+    redis_client.hset(keys.seat_run(SEAT), "doc", doc)
+    read = runs.get(SEAT)
+    assert [t.turn_id for t in read.run.turns] == [f"{SEAT}:turn:1", f"{SEAT}:turn:2"]
+    assert runs.control(SEAT, "pause", options=ControllerOptions()).paused
+    assert redis_client.llen(keys.seat_turns(SEAT)) == 2
+    assert [t.turn_id for t in runs.get(SEAT).run.turns] == [f"{SEAT}:turn:1", f"{SEAT}:turn:2"]
+
+
 def test_a_missing_record_reads_as_a_new_one(runs: SeatRuns) -> None:
     """A seat never written reads at revision 0 with no turns, and its first write lands."""
     read = runs.get(SEAT)

@@ -36,9 +36,10 @@ tick by tick); it only skips the seconds at which nothing could change.
 Beat publishes the tick only when the index says something is due (`controller_due`, asked
 by beat's scheduler each interval in one round trip), so an idle deployment sends no task
 that Flower would list; embedded mode asks the same before it runs one. A tick that left
-seats due queues the next at once (a chain, under the same leader's token); while a chain
-runs, the index says nothing is due to beat (`SeatRuns.take`, `CHAIN_MS`), so chains do not
-pile up when the news outruns them.
+seats due queues the next at once (a chain, under the same leader's token). A chain drains
+what was due when it began and ends (what came due since waits for beat's next tick, so a
+chain always ends, even while seats are looked at every millisecond); while it runs, the
+index says nothing is due to beat (`SeatRuns.take`, `CHAIN_MS`).
 """
 
 from __future__ import annotations

@@ -253,7 +253,8 @@ CONTROLLER_CLOCK = f"{PREFIX}controller:clock"
 CONTROLLER_WAKE = (CONTROLLER_DUE, CONTROLLER_CLOCK)
 # Hash of the due index's own state: `org` (the fingerprint of the org the index was filled
 # for: a new one wakes every seat), `cursor` and `next` (where the reconciliation pass is,
-# and when its next step is due).
+# and when its next step is due), `chain` and `chainFrom` (until when a chain of ticks runs,
+# and the clock it began at: workers/stores/lua/controller_take.lua).
 CONTROLLER_STATE = f"{PREFIX}controller:index"
 
 

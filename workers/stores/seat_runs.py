@@ -49,8 +49,9 @@ DELIVERY_WINDOW_MS = 3_600_000  # a seat's asks this recent may still be on thei
 DELIVERY_SCAN = 100  # at most this many of a seat's recent asks are looked at
 # A chain of ticks (a batch left seats due, and the next tick follows at once) counts as
 # running this long after its last take: beat sends no tick beside it meanwhile, and sends
-# again once a chain whose next tick was lost has run out.
-CHAIN_MS = 10_000
+# again once a chain whose next tick was lost has run out (a worker died, or a new beat
+# leader refused the old one's tick).
+CHAIN_MS = 5_000
 CAS_ATTEMPTS = 20
 
 
@@ -106,7 +107,7 @@ class SeatRuns:
 
     def get(self, seat_id: str) -> Read:
         """The seat's record with all its finished turns (one round trip)."""
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.r.pipeline(transaction=True)  # the record and its turns of one moment
         pipe.hmget(keys.seat_run(seat_id), ["rev", "doc"])
         pipe.lrange(keys.seat_turns(seat_id), 0, -1)
         (rev, doc), turns = pipe.execute()
@@ -350,7 +351,11 @@ def read_record(seat_id: str, rev: object, doc: object, turns: Sequence[object] 
     if not turns:
         return Read(at, run)
     listed = tuple(TurnRecord.model_validate_json(text(t)) for t in turns)
-    return Read(at, run.model_copy(update={"turns": listed}), frozenset(t.turn_id for t in listed))
+    ids = frozenset(t.turn_id for t in listed)
+    # A doc with turns of its own beside a list (a process of before the split wrote it after
+    # one of now): its turns are the newer; the next write lists them.
+    merged = (*listed, *(t for t in run.turns if t.turn_id not in ids))[-HISTORY:]
+    return Read(at, run.model_copy(update={"turns": merged}), ids)
 
 
 _TURNS = {"turns"}
