@@ -260,7 +260,7 @@ def _compiled(template: str) -> str:
     texts, slots = _SLOTS.split(template), _SLOTS.findall(template)
     out = [texts[0].replace("{", "{{").replace("}", "}}")]
     for slot, after in zip(slots, texts[1:], strict=True):
-        out += ("{%d}" % _SLOT_INDEX[slot], after.replace("{", "{{").replace("}", "}}"))
+        out += (f"{{{_SLOT_INDEX[slot]}}}", after.replace("{", "{{").replace("}", "}}"))
     return "".join(out)
 
 

@@ -29,18 +29,18 @@ _PHRASES = {status.value: status.phrase for status in http.HTTPStatus}
 class AccessFormatter(UvicornAccessFormatter):
     """uvicorn's access formatter without its copies of the record (colourless output)."""
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+    def formatMessage(self, record: logging.LogRecord) -> str:
         if self.use_colors:
             return super().formatMessage(record)
         client_addr, method, full_path, http_version, status_code = record.args  # type: ignore[misc]
-        code = int(status_code)
+        code = int(status_code)  # type: ignore[arg-type]
         levelname = record.levelname
         values = dict(record.__dict__)
         values["client_addr"] = client_addr
         values["request_line"] = f"{method} {full_path} HTTP/{http_version}"
         values["status_code"] = f"{code} {_PHRASES.get(code, '')}"
         values["levelprefix"] = levelname + ":" + " " * (8 - len(levelname))
-        return self._style._fmt % values  # type: ignore[operator]
+        return self._style._fmt % values
 
 
 def log_config() -> dict[str, Any]:
