@@ -93,7 +93,8 @@ def baseline_app() -> Any:
 def serve_baseline(port: int) -> None:
     import uvicorn
 
-    # The very call `seatwire ingress` makes (workers/cli.py), with this app.
+    # The call `seatwire ingress` makes (workers/cli.py), with this app and uvicorn's own
+    # access formatter (Seatwire's writes the same lines for less: workers/ingress/logs.py).
     uvicorn.run(baseline_app(), host=HOST, port=port, log_level="info")
 
 

@@ -257,6 +257,7 @@ def ingress(
     from workers import bootstrap
     from workers.celery_app import create_app
     from workers.ingress.app import create_ingress
+    from workers.ingress.logs import lean_log_records, log_config
 
     settings = _settings()
     if settings.embedded:
@@ -285,12 +286,14 @@ def ingress(
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)  # a request allocates hundreds of short-lived objects
+    lean_log_records()
     try:
         uvicorn.run(
             api,
             host=host or settings.host,
             port=port or settings.port,
             log_level="info",
+            log_config=log_config(),  # uvicorn's, its access lines written for less (logs.py)
             timeout_keep_alive=settings.keep_alive_s,
         )
     finally:

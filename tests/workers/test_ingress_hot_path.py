@@ -168,7 +168,7 @@ def test_a_message_is_filled_in_as_before(
     task: Task, payload: str | None, ids: tuple[str | None, str | None]
 ) -> None:
     tag = uuid.uuid4()
-    with mock.patch("workers.broker.uuid.uuid4", return_value=tag):
+    with mock.patch("workers.broker._tag", return_value=str(tag)):
         ours = celery_message(task, "inbound:abc", payload, root_id=ids[0], parent_id=ids[1])
     tid = task_id("inbound:abc", TASK_QUEUE[task])
     assert ours == _replaced(
@@ -176,6 +176,17 @@ def test_a_message_is_filled_in_as_before(
     )
     if payload is not None:
         assert json.loads(json.loads(ours)["body"]) == json.loads(celery_body(payload))
+
+
+def test_a_delivery_tag_is_a_random_version_4_uuid() -> None:
+    tags = {broker._tag() for _ in range(1000)}
+    assert len(tags) == 1000
+    for tag in tags:
+        parsed = uuid.UUID(tag)
+        assert str(parsed) == tag
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    message = json.loads(celery_message(Task.DIRECTEDNESS, "inbound:abc"))
+    assert uuid.UUID(message["properties"]["delivery_tag"]).version == 4
 
 
 def test_a_value_that_spells_a_slot_is_written_as_it_is() -> None:

@@ -172,13 +172,20 @@ def create_ingress(
         middleware=[
             Middleware(RequestMetrics, metrics=deps.metrics, labels=METERED),
             # Before any route reads the body (a 429 is answered before routing, so the
-            # metrics see it without a route label).
-            Middleware(
-                RateLimit,
-                limiter=deps.limiter,
-                settings=deps.settings,
-                auth=deps.auth,
-                clock_ms=clock_ms,
+            # metrics see it without a route label). Left out when the limit is off: it
+            # would only pass each request on, one more layer on every request's path.
+            *(
+                []
+                if deps.limiter is None
+                else [
+                    Middleware(
+                        RateLimit,
+                        limiter=deps.limiter,
+                        settings=deps.settings,
+                        auth=deps.auth,
+                        clock_ms=clock_ms,
+                    )
+                ]
             ),
         ],
     )

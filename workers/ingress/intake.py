@@ -89,12 +89,21 @@ class GroupCommit:
     the sender retries) and a batch re-sent after NOSCRIPT changes nothing twice.
     """
 
-    def __init__(self, client: aioredis.Redis, source: str) -> None:
+    def __init__(
+        self, client: aioredis.Redis, source: str, *, timeout_s: float | None = None
+    ) -> None:
         self.client = client
         self.source = source
+        # One deadline for a whole round trip (the connection, the write, every reply); None:
+        # the client's socket timeout.
+        self.timeout_s = timeout_s
         self.sha: str | None = None
         self.pending: list[tuple[list[Any], asyncio.Future[Any]]] = []
         self.flushing: asyncio.Task[None] | None = None
+        # The connection the flushes use, kept from one to the next (one flush at a time):
+        # taking it from the pool and giving it back cost each round trip the pool's lock,
+        # its readiness check and its bookkeeping.
+        self.conn: Any = None
 
     async def call(self, args: list[Any]) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -125,35 +134,59 @@ class GroupCommit:
         """Send every command in one write on one connection and read each reply in order;
         an error reply is returned in its place (the stream stays aligned). redis-py's
         connection API without its Pipeline object, whose per-command bookkeeping was most of
-        an accept's client cost. A broken connection is dropped and the error raised."""
+        an accept's client cost. A broken or timed-out connection is dropped, the error raised.
+
+        One deadline covers the round trip (the client's socket timeout, or `timeout_s`),
+        rather than one timer per reply (redis-py's own read sets one up for every reply it
+        reads) and a task for the write (redis-py waits for a write with `wait_for` when the
+        client has a socket timeout: PerLoop's clients have none, the deadline is here)."""
         pool = self.client.connection_pool
-        # redis-py leaves ConnectionPool.get_connection unannotated (its abstract base is typed).
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        conn = self.conn
+        deadline = self.timeout_s
+        if deadline is None:
+            deadline = pool.connection_kwargs.get("socket_timeout")
         try:
-            await conn.send_packed_command(packed(commands, conn.encoder))
-            replies: list[Any] = []
-            # One deadline for the batch's replies, the connection's read timeout, rather than
-            # one timer per reply (redis-py's own read sets one up for every reply it reads).
-            try:
-                async with asyncio.timeout(conn.socket_timeout):
-                    for _ in commands:
-                        try:
-                            replies.append(await conn.read_response(timeout=math.inf))
-                        except ResponseError as exc:
-                            replies.append(exc)
-            except TimeoutError:
-                raise RedisTimeout(f"Timeout reading {len(commands)} replies from Redis") from None
+            async with asyncio.timeout(deadline):
+                if conn is None:
+                    # redis-py leaves ConnectionPool.get_connection unannotated.
+                    conn = self.conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+                await conn.send_packed_command(packed(commands, conn.encoder))
+                replies: list[Any] = []
+                for _ in commands:
+                    try:
+                        replies.append(await conn.read_response(timeout=math.inf))
+                    except ResponseError as exc:
+                        replies.append(exc)
             return replies
-        except BaseException:
-            await conn.disconnect()
+        except BaseException as exc:
+            await self._drop()
+            if isinstance(exc, TimeoutError):
+                raise RedisTimeout(f"Timeout reading {len(commands)} replies from Redis") from None
             raise
-        finally:
-            await pool.release(conn)
+
+    async def _drop(self) -> None:
+        """Close the flushes' connection (a failed round trip may have left replies unread)
+        and give it back to the pool; the next flush takes a fresh one."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                await conn.disconnect()
+            finally:
+                await self.client.connection_pool.release(conn)
+
+    async def aclose(self) -> None:
+        """Wait for the flush in flight, then give the connection back."""
+        if self.flushing is not None:
+            await asyncio.wait([self.flushing])
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            await self.client.connection_pool.release(conn)
 
     async def _run(self, batch: list[tuple[list[Any], asyncio.Future[Any]]]) -> list[Any]:
         for _ in range(2):
             if self.sha is None:
-                self.sha = str(await self.client.script_load(self.source))
+                async with asyncio.timeout(self.timeout_s):
+                    self.sha = str(await self.client.script_load(self.source))
             replies = await self._pipelined([("EVALSHA", self.sha, *args) for args, _ in batch])
             if not any(isinstance(r, NoScriptError) for r in replies):
                 return replies
@@ -201,19 +234,19 @@ class PerLoop:
             cap, retries = self.retry
             client = aioredis.Redis.from_url(
                 self.url,
-                socket_timeout=self.timeout_s,
+                # No socket timeout: the group commit puts one deadline on each round trip.
+                socket_timeout=None,
                 socket_connect_timeout=self.timeout_s,
                 health_check_interval=30,
                 retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=cap), retries=retries),
             )
-            found = self._clients[loop] = GroupCommit(client, self.source)
+            found = self._clients[loop] = GroupCommit(client, self.source, timeout_s=self.timeout_s)
         return found
 
     async def aclose(self) -> None:
         found = self._clients.pop(asyncio.get_running_loop(), None)
         if found is not None:
-            if found.flushing is not None:
-                await asyncio.wait([found.flushing])
+            await found.aclose()
             await found.client.aclose()
 
 
