@@ -340,28 +340,25 @@ def _fingerprint(news: object) -> str | None:
     project = field(news, "project")
     if project is UNDEFINED:
         return None
-    if type(project) is dict:  # the news a tick builds: a plain dict (a hot path)
-        flat: list[tuple[str, type, object]] = []
-        for k, v in project.items():
-            kind = type(v)
-            if type(k) is not str or kind not in _SCALARS:
-                return _canonical(project)
-            flat.append((k, kind, v))
-        flat.sort(key=_first)
-        return _flat_json(tuple((k, kind.__name__, v) for k, kind, v in flat))
-    if isinstance(project, Mapping) and all(
-        isinstance(k, str) and type(v) in _SCALARS for k, v in project.items()
-    ):
+    # `type(...) is dict` first: the news a tick builds, without the ABC's isinstance.
+    if type(project) is dict or isinstance(project, Mapping):
         # A flat project (what the work controller's news always is) is the same for every
         # seat of a tick: its JSON is worked out once, keyed by its keys, types and values.
-        return _flat_json(tuple(sorted((k, type(v).__name__, v) for k, v in project.items())))
+        flat: list[tuple[str, str, object]] = []
+        for k, v in project.items():
+            kind = type(v)
+            if not isinstance(k, str) or kind not in _SCALARS:
+                return _canonical(project)
+            flat.append((k, kind.__name__, v))
+        flat.sort(key=_first)  # the keys are distinct: they alone order the items
+        return _flat_json(tuple(flat))
     return _canonical(project)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _first(item: tuple[str, type, object]) -> str:
+def _first(item: tuple[str, str, object]) -> str:
     return item[0]
 
 
