@@ -80,6 +80,7 @@ REDIS_COMMANDS = frozenset(
         "HINCRBY",
         "HSET",
         "HSETNX",
+        "HVALS",  # ask_view_common: a work's declines
         "INCR",  # leader_hold: a new term's token
         "LINDEX",  # controller_observe: a seat's last finished turn
         "LPUSH",
@@ -97,7 +98,7 @@ REDIS_COMMANDS = frozenset(
         "ZADD",
         "ZCARD",
         "ZCOUNT",
-        "ZMSCORE",  # guard_tally: an expired reservation left out of a count
+        "ZMSCORE",  # guard_count: an expired reservation left out of a count
         "ZRANGEBYSCORE",
         "ZREM",
         "ZRANGE",

@@ -242,7 +242,7 @@ def test_11_connection_resets_while_acks_late_tasks_run_lose_and_duplicate_nothi
     assert len(caught) == 8 and min(caught) > 0
 
 
-STAGE_SCRIPTS = ("decision_record", "guard_reserve", "send_begin", "op_finish")
+STAGE_SCRIPTS = ("decision_record", "guard_reserve", "send_begin_ask", "op_finish_ask")
 PER_TARGET = 3
 
 

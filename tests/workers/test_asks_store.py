@@ -161,3 +161,53 @@ def test_two_judgements_at_once_hold_a_seat_once(redis_client: redis.Redis) -> N
     lifted = store.lift("scout", by="gus", now_ms=NOW + 99)
     assert lifted is not None and not lifted.held
     assert store.hold(AskBrake(seat_id="scout", held=True, since_ms=NOW + 100, why="again"))
+
+
+def _opened_as(store: AskStore, key: str, trigger: str) -> str:
+    ask = new_ask(
+        _decision(key, trigger),
+        seat_id="scout",
+        tracking_id=f"t-{key}",
+        attempt=1,
+        now_ms=NOW,
+        timeouts=DEFAULT_TIMEOUTS_MS,
+    )
+    assert store.create(ask)[0]
+    return ask.id
+
+
+def test_the_view_reads_the_latest_ask_consents_declines_and_brake_in_one_script(
+    redis_client: redis.Redis,
+) -> None:
+    """`view` (ask_view.lua) and `view_and_tally` (engage_read.lua) read the same record: the
+    latest ask under the key at its version, the work's consents and declines, the brake."""
+    from contracts import Limits
+    from contracts.asks import AskBrake
+    from pipeline.asks import AskRecordView
+    from workers.stores.ledger import Ledger
+
+    store = AskStore(redis_client)
+    consent = "irreversible_or_external"
+    approved = _opened_as(store, "k-yes", consent)
+    store.answer(approved, AnswerIn("approved", "ben", "api"), now_ms=NOW + 5)
+    declined = _opened_as(store, "k-no", consent)
+    store.answer(declined, AnswerIn("declined", "chloe", "api"), now_ms=NOW + 6)
+    assert store.hold(AskBrake(seat_id="scout", held=True, since_ms=NOW + 7, why="3 of 5"))
+    plan = _decision("k-yes", consent)
+
+    view = store.view(plan, "scout")
+    latest = store.latest("k-yes")
+    assert latest is not None and view.latest == latest and latest.version > 0
+    assert [c.ask_id for c in view.consents] == [approved]
+    assert [d.ask_id for d in view.declines] == [declined]
+    assert view.brake is not None and view.brake.held
+    ledger = Ledger(redis_client, limits=Limits())
+    together, counted = store.view_and_tally(
+        plan, "scout", ledger, counted_as="scout", now_ms=NOW + 8
+    )
+    assert together == view
+    assert counted == ledger.tally(decision=plan, seat_id="scout", now_ms=NOW + 8)
+    # A consent whose record expired is left out; nothing on record reads as empty.
+    redis_client.delete(keys.consent(view.consents[0].id))
+    assert store.view(plan, "scout").consents == ()
+    assert store.view(_decision("k-none"), "nobody") == AskRecordView(declines=view.declines)

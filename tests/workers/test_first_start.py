@@ -66,7 +66,7 @@ def test_a_first_engagement_starts_in_its_decision_record(
     env = accept_work(container.journal, "t-one")
     scripts_run.clear()
     run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=False)
-    assert scripts_run == ["guard_tally", "decision_record"]  # no delivery_count of its own
+    assert scripts_run == ["engage_read", "decision_record"]  # no delivery_count of its own
     assert redis_client.get(keys.running("t-one", "engagement")) == b"t-one"
     assert redis_client.exists(keys.deliveries("t-one")) == 0  # a first delivery counts nothing
     assert entry_state(container, "t-one") == "decided"
@@ -80,7 +80,7 @@ def test_a_redelivered_engagement_is_counted_apart_before_its_body(
     env = accept_work(container.journal, "t-two")
     scripts_run.clear()
     run_task(app, Task.ENGAGEMENT, env.to_wire(), redelivered=True)
-    assert scripts_run == ["delivery_count", "guard_tally", "decision_record"]
+    assert scripts_run == ["delivery_count", "engage_read", "decision_record"]
     assert redis_client.hget(keys.deliveries("t-two"), "engagement") == b"2"
     assert entry_state(container, "t-two") == "decided"
 
@@ -93,13 +93,13 @@ def test_a_first_send_starts_in_send_begin(
     scripts_run.clear()
     run_task(app, Task.SEND, message, redelivered=False)
     # The ask's record is written before the post and learns where it landed after it.
-    assert scripts_run == ["send_begin", "ask_create", "op_finish", "ask_commit"]
+    assert scripts_run == ["send_begin_ask", "op_finish_ask"]
     assert redis_client.get(keys.running("t-send", "send")) == b"t-send"
     assert entry_state(container, "t-send") == "engaged"
     scripts_run.clear()
     # Its redelivery (the process died before the ack) is counted apart, and finds it done.
     run_task(app, Task.SEND, message, redelivered=True)
-    assert scripts_run == ["delivery_count", "send_begin"]  # which finds the op final
+    assert scripts_run == ["delivery_count", "send_begin_ask"]  # which finds the op final
     assert entry_state(container, "t-send") == "engaged"
 
 

@@ -510,7 +510,7 @@ class GuardMachine(RuleBasedStateMachine):
                 row = op.row().model_copy(update={"outcome": got.code, "tracking_id": op_id})
                 verb = self.ledger.finish(
                     op_id, outcome="refused", row=row, tracking_id=f"t-{op_id}", now_ms=self.now
-                )
+                ).verb
                 assert verb == "ok"
                 op.logged = True
 
@@ -553,7 +553,7 @@ class GuardMachine(RuleBasedStateMachine):
             tracking_id=f"t-{op_id}",
             token=op.token,
             now_ms=self.now,
-        )
+        ).verb
         assert verb == "ok"
         op.state, op.logged = outcome, True
 

@@ -106,7 +106,7 @@ def finish(
         tracking_id=f"t-{op_id}",
         token=token,
         now_ms=now,
-    )
+    ).verb
 
 
 def target_count(client: redis.Redis, member: str) -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import redis
 
 from contracts import EngagementDecision, Limits
+from pipeline.asks import AskRecordView
 from pipeline.guardrails import tally
+from workers.stores.asks import AskStore
 from workers.stores.journal import Journal
 from workers.stores.ledger import Ledger
 
@@ -64,3 +66,9 @@ def test_tally_subtracts_expired_reservations_and_matches_rows(redis_client: red
     assert counted.same_key == 1 and counted.last_same_at_ms == NOW - 7 * 3_600_000
     assert counted.per_target == {"ben": 2, "ava": 2}
     assert (counted.work, counted.seat, counted.rooms) == (1, 2, 1)
+
+    # Read with the ask record in one script, the tally is the same.
+    asks = AskStore(redis_client)
+    view, together = asks.view_and_tally(ask, "scout", ledger, counted_as="scout", now_ms=NOW)
+    assert together == counted
+    assert view == asks.view(ask, "scout") == AskRecordView()

@@ -23,7 +23,7 @@ from pipeline.asks import (
     withdrawn,
 )
 from pipeline.engagement import EngagementContext, conclude_engagement, plan_engagement
-from pipeline.guardrails import check_guardrails, dedupe_key_for, judge
+from pipeline.guardrails import Tally, check_guardrails, dedupe_key_for, judge
 from workers.clock import now_ms
 from workers.container import Container
 from workers.errors import PermanentError
@@ -102,7 +102,8 @@ class Engagement:
             key = dedupe_key_for(plan.work_id, "ask_unanswered", plan.targets)
             plan = as_escalation(plan, esc.ask_id, esc.why, key)
         asking = asking_of(env)
-        decision = self._judged(self._read_record(plan, env, asking), seat.member_id)
+        recorded, counted = self._read_record(plan, env, asking, seat.member_id)
+        decision = self._judged(recorded, seat.member_id, counted)
         row = (
             None
             if decision.engage
@@ -141,25 +142,33 @@ class Engagement:
         return nxt.model_copy(update={"decision": stored})
 
     def _read_record(
-        self, plan: EngagementDecision, env: WorkEnvelope, asking: AskContext
-    ) -> EngagementDecision:
+        self, plan: EngagementDecision, env: WorkEnvelope, asking: AskContext, seat_id: str
+    ) -> tuple[EngagementDecision, Tally | None]:
         """An engaging plan against the ask record, before the guardrails count it: an
         answer, consent, decline or snooze already on record, or a held seat, engages
-        nobody. A record that cannot be read is said so, and the plan stands."""
+        nobody. A record that cannot be read is said so, and the plan stands. With it, the
+        ledger's tally of the plan for `seat_id`, read in the same round trip (None: not
+        read here)."""
         if not plan.engage or self.asks is None:
-            return plan
+            return plan, None
+        counted: Tally | None = None
         try:
-            view = self.asks.view(plan, env.seat_id)
+            if self.asks.r is self.ledger.r:
+                view, counted = self.asks.view_and_tally(
+                    plan, env.seat_id, self.ledger, counted_as=seat_id, now_ms=plan.now_ms
+                )
+            else:
+                view = self.asks.view(plan, env.seat_id)
             if env.escalation is not None:
                 # The ask may have been answered since the tick raised this rung.
                 root = self.asks.get(env.escalation.ask_id)
                 plan = rung_moot(plan, root, env.escalation.ask_id)
                 if not plan.engage:
-                    return plan
+                    return plan, counted
         except redis.RedisError as exc:
             failed = f"ask_record_read_failed:{type(exc).__name__}"
-            return plan.model_copy(update={"degraded": (*plan.degraded, failed)})
-        return read_record(
+            return plan.model_copy(update={"degraded": (*plan.degraded, failed)}), counted
+        recorded = read_record(
             plan,
             view,
             revision=asking.revision,
@@ -168,6 +177,7 @@ class Engagement:
             now_ms=plan.now_ms,
             escalation=env.escalation is not None,
         )
+        return recorded, counted
 
     def _unasked(self, env: WorkEnvelope, stored: EngagementDecision) -> None:
         """A rung that engaged nobody (a guardrail, the record): its ask is told, so it goes
@@ -210,14 +220,18 @@ class Engagement:
         except Exception:
             log.exception("could not withdraw seat %s's asks of %s", env.seat_id, report.id)
 
-    def _judged(self, plan: EngagementDecision, seat_id: str) -> EngagementDecision:
+    def _judged(
+        self, plan: EngagementDecision, seat_id: str, counted: Tally | None = None
+    ) -> EngagementDecision:
         """An engaging plan judged once, against every seat's counts that bear on this ask
-        (the ledger's tally); the guardrail stage then reserves atomically. A plan that
-        engages nobody is final as it is."""
+        (the ledger's tally: `counted` when it was read with the record, else read here);
+        the guardrail stage then reserves atomically. A plan that engages nobody is final as
+        it is."""
         if not plan.engage:
             return plan
         try:
-            counted = self.ledger.tally(decision=plan, seat_id=seat_id, now_ms=plan.now_ms)
+            if counted is None:
+                counted = self.ledger.tally(decision=plan, seat_id=seat_id, now_ms=plan.now_ms)
         except redis.RedisError as exc:
             # Judged as if nothing were counted yet (what the limits alone refuse, such as
             # a room when none may be created), and said so; the atomic reservation at the

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from celery import Celery
 
@@ -51,12 +51,16 @@ from workers.stages.send_ask import (
     ask_of,
     gate,
     idempotency_id,
+    planned_ask,
     record_ask,
     settle_ask,
+    settle_change,
     settle_from_op,
+    settle_record,
+    settled,
 )
 from workers.stages.send_retry import retry_send
-from workers.stores.asks import AskStore
+from workers.stores.asks import AskStore, Created
 from workers.stores.dlq import Delivery
 from workers.stores.inbound import InboundStore, fact_keys
 from workers.stores.ledger import Ledger
@@ -70,10 +74,12 @@ Closed = Literal["engaged", "shadowed", "send_failed", "send_blocked"]
 
 @dataclass(frozen=True)
 class Try:
-    """One try's hold on the op: its fencing token and how send_begin answered it."""
+    """One try's hold on the op: its fencing token, how send_begin answered it, and the ask
+    recorded in the same step (the record, and the ask store's answer), when one was."""
 
     token: str
     start: SendStart
+    asked: tuple[Ask, Created] | None = None
 
 
 @dataclass
@@ -130,14 +136,15 @@ class Send:
             raise
 
     def _try(self, env: ReservedEnvelope, start: Start | None) -> str:
-        held = self._begin(env, start)
+        planned = self._planned(env)
+        held = self._begin(env, start, planned)
         if isinstance(held, Delivery):  # the start was not admitted
             return held.state or "dead"
         step = next_step(held.start, message_attempt=env.verdict.attempt)
         if step.kind == "rereserve":
             if self._rereserve(env) == "refuse":
                 return "refused"
-            held = self._begin(env)
+            held = self._begin(env, None, planned)
             step = next_step(held.start, message_attempt=env.verdict.attempt, rereserved=True)
         if step.kind == "expiring" and self._rereserve(env) == "refuse":
             return "refused"  # lapsed again, and the limits refuse it now
@@ -154,7 +161,7 @@ class Send:
             raise TransientError(
                 f"reservation for {env.tracking_id} keeps expiring before the send"
             )
-        return self._deliver(env, step, held.token)
+        return self._deliver(env, step, held.token, held.asked)
 
     def give_up(self, env: ReservedEnvelope, reason: str) -> str:
         """Out of tries for a send that never reached the provider: `send_failed`, with why,
@@ -199,27 +206,57 @@ class Send:
             metrics.finished("work", "refused", accepted_at_ms=env.accepted_at_ms, now_ms=at_ms)
         return then.kind
 
-    @overload
-    def _begin(self, env: ReservedEnvelope) -> Try: ...
-    @overload
-    def _begin(self, env: ReservedEnvelope, start: Start | None) -> Try | Delivery: ...
+    def _planned(self, env: ReservedEnvelope) -> Ask | None:
+        """The ask record this try would write for the message's attempt, recorded by the
+        script that begins the send when the op is at that attempt (None: no record kept)."""
+        if self.asks is None:
+            return None
+        ask = ask_of(env, env.verdict)
+        return planned_ask(env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
 
-    def _begin(self, env: ReservedEnvelope, start: Start | None = None) -> Try | Delivery:
+    @overload
+    def _begin(
+        self, env: ReservedEnvelope, start: None = None, planned: Ask | None = None
+    ) -> Try: ...
+    @overload
+    def _begin(
+        self, env: ReservedEnvelope, start: Start | None, planned: Ask | None = None
+    ) -> Try | Delivery: ...
+
+    def _begin(
+        self, env: ReservedEnvelope, start: Start | None = None, planned: Ask | None = None
+    ) -> Try | Delivery:
         """Begin a try under a new token; with `start`, the start's refusal when it was not
-        admitted (the op untouched)."""
+        admitted (the op untouched); with `planned`, that ask recorded in the same step when
+        the op begins at its attempt."""
         token = self.new_token()
-        started, begun = self.ledger.begin_send_started(
-            env.tracking_id,
-            tracking_id=env.tracking_id,
-            token=token,
-            lease_ms=self.lease_ms,
-            start=None if start is None else start.script_args(),
-        )
+        args = None if start is None else start.script_args()
+        asked: tuple[Ask, Created] | None = None
+        if planned is not None and self.asks is not None:
+            started, begun, made = self.ledger.begin_send_asking(
+                env.tracking_id,
+                tracking_id=env.tracking_id,
+                token=token,
+                lease_ms=self.lease_ms,
+                attempt=planned.attempt,
+                create=self.asks.create_call(planned),
+                start=args,
+            )
+            if made is not None:
+                asked = (planned, self.asks.created(planned, made))
+        else:
+            started, begun = self.ledger.begin_send_started(
+                env.tracking_id,
+                tracking_id=env.tracking_id,
+                token=token,
+                lease_ms=self.lease_ms,
+                start=args,
+            )
         if refused(start, started):
             assert started is not None
             return started
         assert begun is not None  # admitted (or no start): the op was read and moved
-        return Try(token, begun)
+        return Try(token, begun, asked)
 
     @staticmethod
     def _verdict(env: ReservedEnvelope, step: SendStep) -> GuardrailVerdict:
@@ -229,13 +266,24 @@ class Send:
 
     # ------------------------------------------------------------------ holding the op
 
-    def _deliver(self, env: ReservedEnvelope, step: SendStep, token: str) -> str:
-        """Look the ask up if in doubt, ask the gate, then record, park or post it."""
+    def _deliver(
+        self,
+        env: ReservedEnvelope,
+        step: SendStep,
+        token: str,
+        asked: tuple[Ask, Created] | None = None,
+    ) -> str:
+        """Look the ask up if in doubt, ask the gate, then record, park or post it (`asked`:
+        the ask the begin recorded, when it did)."""
         verdict = self._verdict(env, step)
         ask = ask_of(env, verdict)
         ended: str | None = None  # why nobody needs asking any more, when so
         if self.asks is not None:
-            record = record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=self.clock_ms())
+            now = self.clock_ms()
+            if asked is not None and asked[0].id == ask.ask_id:
+                record = settle_record(self.asks, *asked, now_ms=now)
+            else:
+                record = record_ask(self.asks, env, ask, timeouts=self.timeouts, now_ms=now)
             self._asked[record.id] = record
             if not record.is_open:
                 # Answered, withdrawn or closed while the send waited (a deferral in someone's
@@ -407,7 +455,10 @@ class Send:
             result=result,
         )
         now = self.clock_ms()
-        verb = self.ledger.finish(
+        said = why or reason or ""
+        known = self._asked.pop(ask.ask_id, None) if ask.ask_id is not None else None
+        after, commit = self._settling(known, outcome, ask, result, now, said)
+        finished = self.ledger.finish(
             env.tracking_id,
             outcome=outcome,
             row=row,
@@ -421,24 +472,61 @@ class Send:
             sent_ttl_ms=thread_ttl_ms(ask.work_id),
             facts=self._taught(env.seat_id, ask, result) if outcome == "engaged" else (),
             fact_ttl_ms=self.inbound.fact_ttl_ms,
+            commit=commit,
         )
+        verb = finished.verb
         if verb in ("ok", "done") and self.asks is not None and ask.ask_id is not None:
-            settle_ask(
-                self.asks,
-                ask.ask_id,
-                outcome=outcome,
-                adapter=self.outbound.name,
-                now_ms=now,
-                result=result,
-                thread_root_id=ask.thread_root_id,
-                why=why or reason or "",
-                known=self._asked.pop(ask.ask_id, None),
-            )
+            if known is not None and after is not None and finished.committed in ("ok", "again"):
+                # Written with the outcome: what follows from it.
+                stored = after.model_copy(update={"version": known.version + 1})
+                settled(self.asks, stored, outcome=outcome, why=said, now_ms=now)
+            else:  # not written with it (or raced): read, changed and written on its own
+                settle_ask(
+                    self.asks,
+                    ask.ask_id,
+                    outcome=outcome,
+                    adapter=self.outbound.name,
+                    now_ms=now,
+                    result=result,
+                    thread_root_id=ask.thread_root_id,
+                    why=said,
+                    known=None if commit is not None else known,
+                )
         if verb == "ok":  # this try ended the op (`done`: an earlier one had)
             metrics = telemetry()
             metrics.sent(self.outbound.name, outcome)
             metrics.finished("work", outcome, accepted_at_ms=env.accepted_at_ms, now_ms=now)
         return verb
+
+    def _settling(
+        self,
+        known: Ask | None,
+        outcome: Closed,
+        ask: OutboundAsk,
+        result: SendResult | None,
+        now: int,
+        why: str,
+    ) -> tuple[Ask | None, tuple[list[str], list[Any]] | None]:
+        """The ask this send wrote before posting, as its outcome changes it, and that
+        change's commit, to be written with the outcome (None, None: no record in hand, or
+        nothing changes)."""
+        if known is None or self.asks is None:
+            return None, None
+        settling = settle_change(
+            outcome,
+            adapter=self.outbound.name,
+            now_ms=now,
+            result=result,
+            thread_root_id=ask.thread_root_id,
+            why=why,
+        )
+        if settling is None:
+            return None, None
+        change, link = settling
+        after = change(known)
+        if after is None or after == known:
+            return None, None
+        return after, self.asks.commit_call(known, after, link=link)
 
     def _settled_before(self, env: ReservedEnvelope) -> None:
         """A redelivered send whose op an earlier try ended: the ask learns how, in case that

@@ -5,7 +5,7 @@ with each reached person's time zone from the org file."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from contracts import EngagementDecision, GuardrailVerdict, SendGateVerdict, SendPolicy
 from contracts.asks import Ask, AskClose, AskLanding
@@ -25,7 +25,7 @@ from pipeline.asks import (
 from pipeline.send_gate import check_send, reached_member_ids
 from workers.errors import ConfigError
 from workers.org import OrgSource
-from workers.stores.asks import AskStore
+from workers.stores.asks import AskStore, Created
 from workers.timezones import offset_of
 
 log = logging.getLogger("seatwire.send")
@@ -60,18 +60,16 @@ def ask_of(env: ReservedEnvelope, verdict: GuardrailVerdict) -> OutboundAsk:
     )
 
 
-def record_ask(
-    asks: AskStore,
+def planned_ask(
     env: ReservedEnvelope,
     ask: OutboundAsk,
     *,
     timeouts: Mapping[str, int],
     now_ms: int,
 ) -> Ask:
-    """The ask's record, written before anything is posted (kept as it is when a try before
-    this one wrote it)."""
+    """The record `ask` is written as before anything is posted."""
     asking = env.asking or AskContext()
-    record = new_ask(
+    return new_ask(
         env.decision,
         seat_id=env.seat_id,
         tracking_id=env.tracking_id,
@@ -85,7 +83,27 @@ def record_ask(
         level=asking.level,
         item_id=asking.item_id,
     )
-    new, stored, before = asks.create(record)
+
+
+def record_ask(
+    asks: AskStore,
+    env: ReservedEnvelope,
+    ask: OutboundAsk,
+    *,
+    timeouts: Mapping[str, int],
+    now_ms: int,
+) -> Ask:
+    """The ask's record, written before anything is posted (kept as it is when a try before
+    this one wrote it)."""
+    record = planned_ask(env, ask, timeouts=timeouts, now_ms=now_ms)
+    return settle_record(asks, record, asks.create(record), now_ms=now_ms)
+
+
+def settle_record(asks: AskStore, record: Ask, created: Created, *, now_ms: int) -> Ask:
+    """The stored ask once `record` was created (`created`: the ask store's answer, from
+    `create` or from the script that began the send): an earlier try's released attempt
+    taken again, the ask it supersedes withdrawn, a rung whose ask ended meanwhile closed."""
+    new, stored, before = created
     if not new and stored.closed in NEVER_SENT and stored.tracking_id != record.tracking_id:
         # An attempt a failed send released, taken by this send: its ask again.
         again = asks.update(stored.id, lambda old: reopened(old, record))
@@ -110,6 +128,42 @@ def record_ask(
     return stored
 
 
+# How a send's outcome changes its ask, and whether the change points the message it landed
+# as at the ask (for its clicks and replies).
+Settling = tuple[Callable[[Ask], Ask | None], bool]
+CLOSED_AS: dict[str, AskClose] = {
+    "send_failed": "send_failed",
+    "send_blocked": "send_blocked",
+    "shadowed": "shadowed",
+}
+
+
+def settle_change(
+    outcome: str,
+    *,
+    adapter: str,
+    now_ms: int,
+    result: SendResult | None = None,
+    thread_root_id: str | None = None,
+    why: str = "",
+) -> Settling | None:
+    """How a send that ended `outcome` changes its ask: landed (open, with where), or closed
+    because nobody was asked; None when the outcome changes nothing."""
+    if outcome == "engaged" and result is not None:
+        landing = AskLanding(
+            adapter=adapter,
+            channel_id=result.channel_id,
+            message_id=result.message_id,
+            thread_root_id=thread_root_id or result.message_id,
+            at_ms=now_ms,
+        )
+        return (lambda a: landed(a, landing, now_ms=now_ms)), True
+    if outcome not in CLOSED_AS:
+        return None
+    end = CLOSED_AS[outcome]
+    return (lambda a: send_ended(a, end, why or outcome, now_ms=now_ms)), False
+
+
 def settle_ask(
     asks: AskStore,
     ask_id: str,
@@ -125,38 +179,40 @@ def settle_ask(
     """Write on the ask how its send ended: landed (open, with where; its message linked for
     clicks and replies), or closed because nobody was asked. None when there is no record
     (an op older than the ask record)."""
-    if outcome == "engaged" and result is not None:
-        landing = AskLanding(
-            adapter=adapter,
-            channel_id=result.channel_id,
-            message_id=result.message_id,
-            thread_root_id=thread_root_id or result.message_id,
-            at_ms=now_ms,
-        )
-        stored = asks.update(
-            ask_id, lambda a: landed(a, landing, now_ms=now_ms), known=known, link=True
-        )
-        if stored is not None and stored.escalates is not None:
-            # The rung reached its person: the ask it escalates waits from now.
-            level = stored.level
-            asks.update(stored.escalates, lambda r: rung_landed(r, level, now_ms=now_ms))
-        return stored
-    closed: dict[str, AskClose] = {
-        "send_failed": "send_failed",
-        "send_blocked": "send_blocked",
-        "shadowed": "shadowed",
-    }
-    if outcome not in closed:
-        return asks.get(ask_id)
-    end = closed[outcome]
-    ended = asks.update(
-        ask_id, lambda a: send_ended(a, end, why or outcome, now_ms=now_ms), known=known
+    settling = settle_change(
+        outcome,
+        adapter=adapter,
+        now_ms=now_ms,
+        result=result,
+        thread_root_id=thread_root_id,
+        why=why,
     )
-    if ended is not None and ended.escalates is not None and ended.closed == end:
+    if settling is None:
+        return asks.get(ask_id)
+    change, link = settling
+    stored = asks.update(ask_id, change, known=known, link=link)
+    return settled(asks, stored, outcome=outcome, why=why, now_ms=now_ms)
+
+
+def settled(
+    asks: AskStore, stored: Ask | None, *, outcome: str, why: str, now_ms: int
+) -> Ask | None:
+    """What follows once a send's ask is written as it ended: a rung that reached its person
+    starts the wait of the ask it escalates; a rung whose send asked nobody lets that ask go
+    on without it."""
+    if stored is None or stored.escalates is None:
+        return stored
+    level = stored.level
+    if outcome == "engaged":
+        # The rung reached its person: the ask it escalates waits from now.
+        asks.update(stored.escalates, lambda r: rung_landed(r, level, now_ms=now_ms))
+        return stored
+    end = CLOSED_AS.get(outcome)
+    if end is not None and stored.closed == end:
         # A rung whose send asked nobody: the ask it escalates goes on without it.
-        level, said = ended.level, why or outcome
-        asks.update(ended.escalates, lambda r: rung_unasked(r, level, end, said, now_ms=now_ms))
-    return ended
+        said = why or outcome
+        asks.update(stored.escalates, lambda r: rung_unasked(r, level, end, said, now_ms=now_ms))
+    return stored
 
 
 def settle_from_op(

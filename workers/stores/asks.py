@@ -50,14 +50,21 @@ from pipeline.asks import (
     decline_of,
     revoke_consent,
 )
+from pipeline.guardrails import Tally
 from workers.stores import keys
 from workers.stores.inbox import DEFAULT_ROOM, InboxRoom
+from workers.stores.ledger import Ledger
 from workers.stores.scripts import script, text
 
 DAY_MS = 86_400_000
 ASK_RETENTION_MS = 30 * DAY_MS
 MAX_TRIES = 20  # compare-and-set tries of one change before it is reported as contended
 LIST_SCAN = 1_000  # newest asks of an index a listing reads
+# `create`'s answer: whether the ask is new, the stored ask, the ask of the latest earlier
+# attempt under its dedupe key (if any).
+Created = tuple[bool, Ask, str | None]
+# ask_view_common.lua's arguments: the prefixes of an ask's and a consent's keys.
+VIEW_ARGS = (keys.ask(""), keys.consent(""))
 
 
 class AskMissing(LookupError):
@@ -119,6 +126,8 @@ class AskStore:
         self._create = script(client, "ask_create")
         self._commit = script(client, "ask_commit")
         self._revoke = script(client, "consent_revoke")
+        self._view = script(client, "ask_view")
+        self._engage_read = script(client, "engage_read")
 
     # ------------------------------------------------------------------ reading
 
@@ -363,63 +372,85 @@ class AskStore:
         return found
 
     def view(self, decision: EngagementDecision, seat_id: str) -> AskRecordView:
-        """What the record holds that bears on an engaging decision (two round trips)."""
-        pipe = self.r.pipeline(transaction=False)
-        pipe.zrevrange(keys.ask_latest(decision.dedupe_key or ""), 0, 0)
-        pipe.zrevrange(keys.consents_of_work(decision.work_id), 0, 49)
-        pipe.hvals(keys.declines_of_work(decision.work_id))
-        pipe.get(keys.asks_brake(seat_id))
-        latest_ids, consent_ids, declines, brake = pipe.execute()
-        latest_id = latest_ids[0] if latest_ids else None
-        pipe = self.r.pipeline(transaction=False)
-        if latest_id is not None:
-            pipe.hmget(keys.ask(text(latest_id)), "doc", "v")
-        if consent_ids:
-            pipe.mget([keys.consent(text(i)) for i in consent_ids])
-        got = pipe.execute() if (latest_id is not None or consent_ids) else []
-        latest = None
-        if latest_id is not None:
-            raw, v = got.pop(0)
-            latest = None if raw is None else self._doc(raw, v)
-        consents = (
-            [ConsentRecord.model_validate_json(r) for r in got.pop(0) if r is not None]
-            if consent_ids
-            else []
+        """What the record holds that bears on an engaging decision (one round trip:
+        ask_view.lua)."""
+        return self.view_of(self._view(keys=self.view_keys(decision, seat_id), args=VIEW_ARGS))
+
+    def view_and_tally(
+        self,
+        decision: EngagementDecision,
+        seat_id: str,
+        ledger: Ledger,
+        *,
+        counted_as: str,
+        now_ms: int,
+    ) -> tuple[AskRecordView, Tally]:
+        """`view`, and the ledger's `tally` of the same plan for seat `counted_as`, in one
+        round trip and one snapshot (engage_read.lua). The ledger must be on this store's
+        Redis."""
+        ids, counted = ledger.tally_keys(decision, counted_as)
+        view, tally = self._engage_read(
+            keys=[*self.view_keys(decision, seat_id), *counted],
+            args=[*VIEW_ARGS, now_ms, len(ids)],
         )
+        return self.view_of(view), ledger.tally_of(ids, tally)
+
+    @staticmethod
+    def view_keys(decision: EngagementDecision, seat_id: str) -> list[str]:
+        """ask_view_common.lua's keys for one plan, in order."""
+        return [
+            keys.ask_latest(decision.dedupe_key or ""),
+            keys.consents_of_work(decision.work_id),
+            keys.declines_of_work(decision.work_id),
+            keys.asks_brake(seat_id),
+        ]
+
+    @staticmethod
+    def view_of(reply: Sequence[Any]) -> AskRecordView:
+        """The view from ask_view_common.lua's reply."""
+        doc, version, consents, declines, brake = reply
         return AskRecordView(
-            latest=latest,
-            consents=consents,
-            declines=[DeclineRecord.model_validate_json(d) for d in declines],
-            brake=None if brake is None else AskBrake.model_validate_json(brake),
+            latest=AskStore._doc(doc, version) if doc else None,
+            consents=tuple(ConsentRecord.model_validate_json(c) for c in consents),
+            declines=tuple(DeclineRecord.model_validate_json(d) for d in declines),
+            brake=AskBrake.model_validate_json(brake) if brake else None,
         )
 
     # ------------------------------------------------------------------ writing
 
-    def create(self, ask: Ask) -> tuple[bool, Ask, str | None]:
+    def create(self, ask: Ask) -> Created:
         """Record `ask` once: (whether it is new, the stored ask, the id of the ask of the
         latest earlier attempt under its dedupe key, if any)."""
-        verb, raw, before = self._create(
-            keys=[
-                keys.ask(ask.id),
-                keys.ASKS_ALL,
-                keys.asks_of_seat(ask.seat_id),
-                keys.asks_of_work(ask.work_id),
-                keys.ASKS_OPEN,
-                keys.ask_latest(ask.dedupe_key),
-                keys.ask_escalations(ask.escalates or ask.id),
-                keys.ASKS_PENDING,
-                *[keys.asks_of_person(t.member_id) for t in ask.targets],
-                *([keys.asks_of_item(ask.item_id)] if ask.item_id else []),
-            ],
-            args=[
-                ask.model_dump_json(by_alias=True),
-                ask.created_at_ms,
-                ask.id,
-                ask.attempt,
-                "1" if ask.escalates else "0",
-                self.index_ms,
-            ],
-        )
+        named, args = self.create_call(ask)
+        return self.created(ask, self._create(keys=named, args=args))
+
+    def create_call(self, ask: Ask) -> tuple[list[str], list[Any]]:
+        """ask_create_common.lua's keys and arguments for recording `ask`."""
+        named = [
+            keys.ask(ask.id),
+            keys.ASKS_ALL,
+            keys.asks_of_seat(ask.seat_id),
+            keys.asks_of_work(ask.work_id),
+            keys.ASKS_OPEN,
+            keys.ask_latest(ask.dedupe_key),
+            keys.ask_escalations(ask.escalates or ask.id),
+            keys.ASKS_PENDING,
+            *[keys.asks_of_person(t.member_id) for t in ask.targets],
+            *([keys.asks_of_item(ask.item_id)] if ask.item_id else []),
+        ]
+        args = [
+            ask.model_dump_json(by_alias=True),
+            ask.created_at_ms,
+            ask.id,
+            ask.attempt,
+            "1" if ask.escalates else "0",
+            self.index_ms,
+        ]
+        return named, args
+
+    def created(self, ask: Ask, reply: Sequence[Any]) -> Created:
+        """`create`'s answer from ask_create_common.lua's reply for `ask`."""
+        verb, raw, before = reply
         if text(verb) == "new":
             return True, ask, text(before) or None
         stored = self.get(ask.id)
@@ -439,54 +470,75 @@ class AskStore:
     ) -> tuple[Commit, int]:
         """Write `after` over `before` if it is still the stored version; (verb, inbox
         position of `item`, 0 when none or the inbox was full)."""
-        op = secrets.token_hex(8)
+        named, args = self.commit_call(
+            before,
+            after,
+            consent=consent,
+            decline=decline,
+            item=item,
+            item_seat=item_seat,
+            link=link,
+        )
+        verb, _v, position = self._commit(keys=named, args=args)
+        return text(verb), int(position)  # type: ignore[return-value]
+
+    def commit_call(
+        self,
+        before: Ask,
+        after: Ask,
+        *,
+        consent: ConsentRecord | None = None,
+        decline: DeclineRecord | None = None,
+        item: InboxItem | None = None,
+        item_seat: str | None = None,
+        link: bool = False,
+    ) -> tuple[list[str], list[Any]]:
+        """ask_commit_common.lua's keys and arguments for `commit`."""
         new = after.model_copy(update={"version": before.version + 1})
         how = concluded_as(after) if before.is_open and not after.is_open else None
         seat = item_seat or after.seat_id
         inbox = InboxRoom.seat_keys(seat)
         message = self._message_keys(after) if link else []
-        verb, _v, position = self._commit(
-            keys=[
-                keys.ask(after.id),
-                keys.ASKS_OPEN,
-                keys.ASKS_DUE,
-                keys.consent(consent.id if consent else "-"),
-                keys.consents_of_work(after.work_id),
-                keys.CONSENTS,
-                keys.declines_of_work(after.work_id),
-                keys.asks_concluded(after.seat_id),
-                *InboxRoom.KEYS,
-                *inbox,
-                keys.ASKS_PENDING,
-                *(message or [keys.ask_message("-", "-")]),
-                *keys.CONTROLLER_WAKE,
-            ],
-            args=[
-                before.version,
-                new.model_dump_json(by_alias=True),
-                op,
-                after.id,
-                "1" if after.is_open else "0",
-                "" if after.deadline_ms is None else after.deadline_ms,
-                self.retention_ms,
-                "" if consent is None else consent.model_dump_json(by_alias=True),
-                "" if consent is None else consent.id,
-                0 if consent is None else consent.expires_at_ms,
-                "" if decline is None else _scope_field(decline.scope),
-                "" if decline is None else decline.model_dump_json(by_alias=True),
-                "" if how is None else f"{after.id}|{how}",
-                ""
-                if item is None
-                else item.model_dump_json(by_alias=True).replace('"position":1', '"position":0', 1),
-                *self.room.args(),
-                seat,
-                0 if consent is None else consent.expires_at_ms + self.retention_ms,
-                "1" if message else "0",
-                self._link_ms(after),
-                "1" if after.state == "pending" else "0",
-            ],
-        )
-        return text(verb), int(position)  # type: ignore[return-value]
+        named = [
+            keys.ask(after.id),
+            keys.ASKS_OPEN,
+            keys.ASKS_DUE,
+            keys.consent(consent.id if consent else "-"),
+            keys.consents_of_work(after.work_id),
+            keys.CONSENTS,
+            keys.declines_of_work(after.work_id),
+            keys.asks_concluded(after.seat_id),
+            *InboxRoom.KEYS,
+            *inbox,
+            keys.ASKS_PENDING,
+            *(message or [keys.ask_message("-", "-")]),
+            *keys.CONTROLLER_WAKE,
+        ]
+        args = [
+            before.version,
+            new.model_dump_json(by_alias=True),
+            secrets.token_hex(8),  # the commit's op id: a re-sent commit finds it
+            after.id,
+            "1" if after.is_open else "0",
+            "" if after.deadline_ms is None else after.deadline_ms,
+            self.retention_ms,
+            "" if consent is None else consent.model_dump_json(by_alias=True),
+            "" if consent is None else consent.id,
+            0 if consent is None else consent.expires_at_ms,
+            "" if decline is None else _scope_field(decline.scope),
+            "" if decline is None else decline.model_dump_json(by_alias=True),
+            "" if how is None else f"{after.id}|{how}",
+            ""
+            if item is None
+            else item.model_dump_json(by_alias=True).replace('"position":1', '"position":0', 1),
+            *self.room.args(),
+            seat,
+            0 if consent is None else consent.expires_at_ms + self.retention_ms,
+            "1" if message else "0",
+            self._link_ms(after),
+            "1" if after.state == "pending" else "0",
+        ]
+        return named, args
 
     def update(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -35,6 +35,15 @@ WINDOW_KEEP_MS = 2 * DAY_MS
 ROWS_OF_OPS = frozenset({*OP_LIVE_STATES, "engaged"})
 
 
+class Finished(NamedTuple):
+    """`Ledger.finish`'s answer: ok, done (already final) or stale; and the verb of the ask's
+    commit written with it (ask_commit_common.lua's), None when none was given or it did not
+    run (stale)."""
+
+    verb: str
+    committed: str | None = None
+
+
 class Ledger:
     """The engagement ledger: a stream of rows per seat plus the indexes the limits count."""
 
@@ -57,7 +66,9 @@ class Ledger:
         self._reserve = script(client, "guard_reserve")
         self._tally = script(client, "guard_tally")
         self._begin = script(client, "send_begin")
+        self._begin_ask = script(client, "send_begin_ask")
         self._finish = script(client, "op_finish")
+        self._finish_ask = script(client, "op_finish_ask")
         self._abandon = script(client, "send_abandon")
         self._release = script(client, "send_release")
         self._renew = script(client, "send_renew")
@@ -210,18 +221,26 @@ class Ledger:
         """The counts `reserve` would judge, read in one round trip without reserving
         (guard_tally.lua). Read-only, so expired reservations are not purged here: they are
         left out of the counts instead."""
+        ids, named = self.tally_keys(decision, seat_id)
+        return self.tally_of(ids, self._tally(keys=named, args=[now_ms, len(ids)]))
+
+    @staticmethod
+    def tally_keys(decision: EngagementDecision, seat_id: str) -> tuple[list[str], list[str]]:
+        """The targets a tally counts, and its keys (guard_count.lua's, in order)."""
         ids = target_ids(decision.targets)
-        reply = self._tally(
-            keys=[
-                keys.by_dedupe_key(decision.dedupe_key or ""),
-                keys.by_work(decision.work_id),
-                keys.by_seat(seat_id),
-                keys.rooms_of(seat_id),
-                keys.PENDING,
-                *(keys.by_target(t) for t in ids),
-            ],
-            args=[now_ms, len(ids)],
-        )
+        named = [
+            keys.by_dedupe_key(decision.dedupe_key or ""),
+            keys.by_work(decision.work_id),
+            keys.by_seat(seat_id),
+            keys.rooms_of(seat_id),
+            keys.PENDING,
+            *(keys.by_target(t) for t in ids),
+        ]
+        return ids, named
+
+    @staticmethod
+    def tally_of(ids: Sequence[str], reply: Sequence[Any]) -> Tally:
+        """A tally from guard_count.lua's reply."""
         same, last, work, seat, rooms, *per_target = (int(x) for x in reply)
         return Tally(
             same_key=same,
@@ -262,31 +281,73 @@ class Ledger:
         its keys and arguments: workers/stores/dlq.py `start_of`): the start's answer (None
         without one) and how the op began, None when the start was not admitted (the op
         untouched)."""
-        reply = self._begin(
-            keys=[
-                keys.op(op_id),
-                keys.PENDING,
-                keys.journal(tracking_id),
-                *([] if start is None else start[0]),
-            ],
-            args=[
-                "" if now_ms is None else now_ms,
-                token,
-                lease_ms,
-                op_id,
-                *([] if start is None else [json.dumps(start[1])]),
-            ],
-        )
-        verb, info, attempt = reply
+        named, args = self._begin_call(op_id, tracking_id, token, lease_ms, now_ms, start)
+        started, begun, _rest = self._begun(self._begin(keys=named, args=args), start)
+        return started, begun
+
+    def begin_send_asking(
+        self,
+        op_id: str,
+        *,
+        tracking_id: str,
+        token: str,
+        lease_ms: int,
+        attempt: int,
+        create: tuple[list[str], list[Any]],
+        now_ms: int | None = None,
+        start: tuple[list[str], list[str]] | None = None,
+    ) -> tuple[Delivery | None, SendStart | None, list[Any] | None]:
+        """`begin_send_started`, recording an ask in the same step when the op begins (`go`
+        or `reconcile`) at `attempt` (send_begin_ask.lua): `create` is the ask store's call
+        (workers/stores/asks.py `create_call`). Also the create's reply, None when no ask was
+        recorded."""
+        named, args = self._begin_call(op_id, tracking_id, token, lease_ms, now_ms, start)
+        if start is None:
+            args.append("")
+        reply = self._begin_ask(keys=[*named, *create[0]], args=[*args, attempt, *create[1]])
+        return self._begun(reply, start)
+
+    @staticmethod
+    def _begin_call(
+        op_id: str,
+        tracking_id: str,
+        token: str,
+        lease_ms: int,
+        now_ms: int | None,
+        start: tuple[list[str], list[str]] | None,
+    ) -> tuple[list[str], list[Any]]:
+        """send_begin_common.lua's keys and arguments."""
+        named = [
+            keys.op(op_id),
+            keys.PENDING,
+            keys.journal(tracking_id),
+            *([] if start is None else start[0]),
+        ]
+        args: list[Any] = [
+            "" if now_ms is None else now_ms,
+            token,
+            lease_ms,
+            op_id,
+            *([] if start is None else [json.dumps(start[1])]),
+        ]
+        return named, args
+
+    @staticmethod
+    def _begun(
+        reply: Sequence[Any], start: tuple[list[str], list[str]] | None
+    ) -> tuple[Delivery | None, SendStart | None, list[Any] | None]:
+        """A begin's reply read: the start's answer, how the op began, and whatever the
+        script answered after the begin's three values (None: nothing)."""
+        verb, info, attempt, *rest = reply
         if text(verb) == "start":
-            return delivery(reply[1:]), None
+            return delivery(reply[1:]), None, None
         stored = text(attempt)
         begun = SendStart(
             verb=text(verb),  # a SendBeginVerb: pydantic refuses any other
             info=text(info),
             attempt=int(stored) if stored else None,
         )
-        return (None if start is None else Delivery("run")), begun
+        return (None if start is None else Delivery("run")), begun, (rest or None)
 
     def finish(
         self,
@@ -304,41 +365,46 @@ class Ledger:
         sent_ttl_ms: int | None = None,
         facts: Sequence[str] = (),
         fact_ttl_ms: int = 0,
-    ) -> str:
-        """Record the final outcome once. Returns ok, done (already final) or stale. An
-        engaged send's message is indexed by its place (`keys.sent_message`) for
-        `sent_ttl_ms` (by default the retention of its op), naming `work_id`; the seat joins
-        the fact sets `facts` (what the send taught, kept `fact_ttl_ms`) in the same step."""
-        verb, _state = self._finish(
-            keys=[
-                keys.op(op_id),
-                keys.journal(tracking_id),
-                keys.JOURNAL_OPEN,
-                keys.ledger_stream(row.seat_id),
-                keys.LEDGER_SEATS,
-                keys.sent_message(channel_id, message_id),
-                *facts,
-            ],
-            args=[
-                outcome,
-                row.model_dump_json(by_alias=True),
-                token,
-                now_ms,
-                tracking_id,
-                row.seat_id,
-                op_id,
-                message_id,
-                channel_id,
-                idempotency_id or row.idempotency_id or "",
-                self.retention_ms,
-                LEDGER_STREAM_CAP,
-                work_id,
-                self.retention_ms if sent_ttl_ms is None else sent_ttl_ms,
-                self.ledger_retention_ms,
-                fact_ttl_ms,
-            ],
-        )
-        return text(verb)
+        commit: tuple[list[str], list[Any]] | None = None,
+    ) -> Finished:
+        """Record the final outcome once: ok, done (already final) or stale. An engaged
+        send's message is indexed by its place (`keys.sent_message`) for `sent_ttl_ms` (by
+        default the retention of its op), naming `work_id`; the seat joins the fact sets
+        `facts` (what the send taught, kept `fact_ttl_ms`) in the same step. With `commit`
+        (the ask store's `commit_call` for the send's ask), that change of the ask is
+        written in the same step too, when the outcome is ok or done (op_finish_ask.lua)."""
+        named = [
+            keys.op(op_id),
+            keys.journal(tracking_id),
+            keys.JOURNAL_OPEN,
+            keys.ledger_stream(row.seat_id),
+            keys.LEDGER_SEATS,
+            keys.sent_message(channel_id, message_id),
+            *facts,
+        ]
+        args: list[Any] = [
+            outcome,
+            row.model_dump_json(by_alias=True),
+            token,
+            now_ms,
+            tracking_id,
+            row.seat_id,
+            op_id,
+            message_id,
+            channel_id,
+            idempotency_id or row.idempotency_id or "",
+            self.retention_ms,
+            LEDGER_STREAM_CAP,
+            work_id,
+            self.retention_ms if sent_ttl_ms is None else sent_ttl_ms,
+            self.ledger_retention_ms,
+            fact_ttl_ms,
+        ]
+        if commit is None:
+            verb, _state = self._finish(keys=named, args=args)
+            return Finished(text(verb))
+        reply = self._finish_ask(keys=[*named, *commit[0]], args=[len(named), *args, *commit[1]])
+        return Finished(text(reply[0]), text(reply[2]) if len(reply) > 2 else None)
 
     def sent_at(self, channel_id: str, message_id: str) -> dict[str, str] | None:
         """What an engaged send put at (`channel_id`, `message_id`): its work id, tracking
