@@ -5,10 +5,13 @@ finish writes the ask's change with the outcome only when the outcome is recorde
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 
 from contracts import EngagementDecision, LedgerRow, Limits
 from contracts.asks import Ask, AskLanding
+from contracts.send import SendStart
 from pipeline.asks import DEFAULT_TIMEOUTS_MS, landed, new_ask
 from workers.stores.asks import AskStore
 from workers.stores.ledger import Ledger
@@ -51,61 +54,44 @@ def _ask(attempt: int) -> Ask:
     )
 
 
+def _begin(
+    ledger: Ledger, asks: AskStore, token: str, ask: Ask, now_ms: int, lease_ms: int = 1_000
+) -> tuple[SendStart | None, list[Any] | None]:
+    _, begun, made = ledger.begin_send_asking(
+        "op-1",
+        tracking_id="op-1",
+        token=token,
+        lease_ms=lease_ms,
+        attempt=ask.attempt,
+        create=asks.create_call(ask),
+        now_ms=now_ms,
+    )
+    return begun, made
+
+
 def test_the_begin_records_the_ask_only_when_it_begins_at_the_asks_attempt(
     redis_client: redis.Redis,
 ) -> None:
     ledger, asks, attempt = _reserved(redis_client)
     other = _ask(attempt + 1)
-    _, begun, made = ledger.begin_send_asking(
-        "op-1",
-        tracking_id="op-1",
-        token="a",
-        lease_ms=1_000,
-        attempt=other.attempt,
-        create=asks.create_call(other),
-        now_ms=NOW + 1,
-    )
+    begun, made = _begin(ledger, asks, "a", other, NOW + 1)
     assert begun is not None and begun.verb == "go" and begun.attempt == attempt
     assert made is None and asks.get(other.id) is None  # the op is at another attempt
 
     mine = _ask(attempt)
-    _, busy, made = ledger.begin_send_asking(
-        "op-1",
-        tracking_id="op-1",
-        token="b",
-        lease_ms=1_000,
-        attempt=attempt,
-        create=asks.create_call(mine),
-        now_ms=NOW + 2,
-    )
+    busy, made = _begin(ledger, asks, "b", mine, NOW + 2)
     assert busy is not None and busy.verb == "busy"
     assert made is None and asks.get(mine.id) is None  # another try holds the op
 
     assert ledger.abandon("op-1", "a")  # that try died in doubt
-    _, again, made = ledger.begin_send_asking(
-        "op-1",
-        tracking_id="op-1",
-        token="c",
-        lease_ms=1_000,
-        attempt=attempt,
-        create=asks.create_call(mine),
-        now_ms=NOW + 3,
-    )
+    again, made = _begin(ledger, asks, "c", mine, NOW + 3)
     assert again is not None and again.verb == "reconcile" and made is not None
     new, stored, before = asks.created(mine, made)
     assert new and stored == mine and before is None
     assert asks.get(mine.id) == mine
 
     # The same call re-sent after a lost reply: the same begin, the ask found as it stands.
-    _, resent, made = ledger.begin_send_asking(
-        "op-1",
-        tracking_id="op-1",
-        token="c",
-        lease_ms=1_000,
-        attempt=attempt,
-        create=asks.create_call(mine),
-        now_ms=NOW + 4,
-    )
+    resent, made = _begin(ledger, asks, "c", mine, NOW + 4)
     assert resent is not None and resent.verb == "reconcile" and made is not None
     assert asks.created(mine, made) == (False, mine, None)
 
@@ -127,15 +113,7 @@ def test_the_finish_writes_the_asks_change_only_with_a_recorded_outcome(
 ) -> None:
     ledger, asks, attempt = _reserved(redis_client)
     mine = _ask(attempt)
-    _, begun, made = ledger.begin_send_asking(
-        "op-1",
-        tracking_id="op-1",
-        token="t",
-        lease_ms=60_000,
-        attempt=attempt,
-        create=asks.create_call(mine),
-        now_ms=NOW + 1,
-    )
+    begun, made = _begin(ledger, asks, "t", mine, NOW + 1, lease_ms=60_000)
     assert begun is not None and begun.verb == "go" and made is not None
     landing = AskLanding(adapter="file", channel_id="D1", message_id="m-1", at_ms=NOW + 5)
     after = landed(mine, landing, now_ms=NOW + 5)
