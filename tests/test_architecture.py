@@ -262,23 +262,19 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.celery_app",
             "workers.app",
             "workers.embedded",
-            "workers.demo",
-            "workers.cli",
-            "workers.steward_cli",
-            "workers.steward_demo",
-            "workers.seat_cli",
-            "workers.mcp_cli",
-            "workers.controller_demo",
-            "workers.token_cli",
-            "workers.tools_demo",
-            "workers.asks_demo",
-            "workers.demo_view",
-            "workers.ops_cli",
-            "workers.asks_cli",
             "workers.healthcheck",
         ),
     ),
+    # The rooms on top, which nothing else in workers/ imports. The demo (workers/demo/):
+    # the bundled scenario run through an embedded Seatwire, its parts and its views.
+    ("demo", 8, ("workers.demo",)),
+    # The command line (workers/cli/): `seatwire` and its subcommands, `seatwire demo`
+    # included, so it alone may import the demo.
+    ("cli", 9, ("workers.cli",)),
 )
+
+# The rooms no other room of workers/ may import: each ranks above every room it is not.
+TOP_ROOMS = ("demo", "cli")
 
 
 def module_name(path: Path) -> str:
@@ -421,6 +417,52 @@ def test_the_room_and_cycle_checks_can_fail() -> None:
         "(rank 2)",
     ]
     assert cycles(graph) == [["workers.stages.send", "workers.stores.journal"]]
+
+
+def imports_of_the_top_rooms(graph: dict[str, list[tuple[int, str]]]) -> list[str]:
+    """Every import of a module of the command line or the demo from a module of workers/
+    outside those two rooms, as 'module:line'."""
+    found = []
+    for module, edges in sorted(graph.items()):
+        here = room_of(module)
+        if not module.startswith("workers.") or (here is not None and here[0] in TOP_ROOMS):
+            continue
+        for line, target in edges:
+            there = room_of(target)
+            if there is not None and there[0] in TOP_ROOMS:
+                found.append(f"{module}:{line}: imports {target} (the {there[0]} room)")
+    return found
+
+
+def test_the_cli_and_the_demo_are_on_top_and_imported_by_no_other_room() -> None:
+    """The command line and the demo rank above every other room (so the room check refuses
+    any import of them from below), and no module of workers/ outside them imports them."""
+    top = {room: rank for room, rank, _ in ROOMS if room in TOP_ROOMS}
+    assert set(top) == set(TOP_ROOMS)
+    below = max(rank for room, rank, _ in ROOMS if room not in TOP_ROOMS)
+    assert min(top.values()) > below, f"a room ranks as high as {top}"
+    found = imports_of_the_top_rooms(import_graph())
+    assert not found, "the command line or the demo imported from below:\n" + "\n".join(found)
+
+
+def test_the_top_room_check_can_fail() -> None:
+    """An ingress route importing a CLI module, the embedded runtime importing the demo's
+    view, and the demo importing the CLI are each reported."""
+    graph = {
+        "workers.ingress.ops": [(5, "workers.cli.ops")],
+        "workers.embedded": [(7, "workers.demo.view")],
+        "workers.demo.tools": [(2, "workers.cli.steward")],
+        "workers.cli": [(9, "workers.demo")],
+    }
+    assert imports_of_the_top_rooms(graph) == [
+        "workers.embedded:7: imports workers.demo.view (the demo room)",
+        "workers.ingress.ops:5: imports workers.cli.ops (the cli room)",
+    ]
+    assert room_violations(graph) == [
+        "workers.demo.tools:2: imports workers.cli.steward (cli, rank 9) from demo (rank 8)",
+        "workers.embedded:7: imports workers.demo.view (demo, rank 8) from runtime (rank 7)",
+        "workers.ingress.ops:5: imports workers.cli.ops (cli, rank 9) from ingress (rank 6)",
+    ]
 
 
 def test_the_walk_sees_the_rooms() -> None:

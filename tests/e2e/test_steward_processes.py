@@ -30,9 +30,9 @@ import redis
 from contracts.steward import SampleRef
 from pipeline.goals.dispatch_ids import candidate_dispatch_id, gap_dispatch_id
 from tests.e2e.cluster import SEATWIRE, Cluster, start_cluster, stop_processes, wait_final
+from workers.demo.steward import samples
 from workers.outbound.file import read_outbox
 from workers.queues import FINAL_STATES, tracking_id_for
-from workers.steward_demo import samples
 from workers.stores import keys
 from workers.stores.audit import RUNS
 from workers.stores.scripts import text

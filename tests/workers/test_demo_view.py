@@ -8,7 +8,7 @@ import json
 
 from rich.console import Console
 
-from workers.demo_view import (
+from workers.demo.view import (
     Case,
     Check,
     DemoReport,

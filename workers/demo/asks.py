@@ -27,7 +27,7 @@ from celery import Celery
 from contracts.asks import Ask
 from pipeline.signatures import slack_headers
 from workers.container import Container
-from workers.demo_view import Case, Check, Field, Section, plural
+from workers.demo.view import Case, Check, Field, Section, plural
 from workers.stages.asks_tick import AsksTick
 from workers.stores.asks import AskStore
 

@@ -36,7 +36,7 @@ def _refuse(message: object) -> NoReturn:
 
 def _container() -> tuple[Container, Celery]:
     """The workers' container on the configured Redis, with the refusals on stderr."""
-    from workers.steward_cli import redis_container
+    from workers.cli.steward import redis_container
 
     container = redis_container(
         _refuse,
