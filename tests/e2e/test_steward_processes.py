@@ -2,7 +2,7 @@
 checked"): KPI samples posted over HTTP, `seatwire beat` ticking `seatwire.steward.tick` on the
 `steward` queue every second, steward workers running it, and the stage workers carrying its
 engagements to the outbox. Against examples/org.yaml's four demo objectives
-(workers/steward_demo.py), the backlogs, the engagements and the audit must hold exactly what
+(workers/demo/steward.py), the backlogs, the engagements and the audit must hold exactly what
 the gates allow, with one beat and one steward worker (test 1), with two of each at once
 (test 2), and after a steward worker is SIGKILLed between two dispatches of one objective's
 run and the run is repeated by a healthy worker (test 3).

@@ -69,5 +69,5 @@ def mcp_command(
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    with contextlib.suppress(KeyboardInterrupt):  # SIGTERM (workers/cli.py main) or ^C
+    with contextlib.suppress(KeyboardInterrupt):  # SIGTERM (workers/cli/__init__.py main) or ^C
         anyio.run(serve)

@@ -2,10 +2,10 @@
 decision checked against what its case must end as, and the outbox against the engaged asks;
 then the bundled Slack and GitHub stream, signed and posted as those services send it, with
 the seat each event reached and why every other seat found it ambient; then the goal steward
-over the sample org's objectives (workers/steward_demo.py); then the work controller, ticked
-by hand (workers/controller_demo.py); then two seats through the MCP client
-(workers/tools_demo.py). Each part is a `Section` of cases, shown as it ends in the text view
-or gathered into one JSON document (workers/demo_view.py)."""
+over the sample org's objectives (workers/demo/steward.py); then the work controller, ticked
+by hand (workers/demo/controller.py); then two seats through the MCP client
+(workers/demo/tools.py). Each part is a `Section` of cases, shown as it ends in the text view
+or gathered into one JSON document (workers/demo/view.py)."""
 
 from __future__ import annotations
 
