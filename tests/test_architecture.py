@@ -491,6 +491,73 @@ def test_compose_runs_one_worker_pool_per_stage_queue_and_one_beat() -> None:
     assert beats == 1
 
 
+# --------------------------------------------------------------------------- function length
+
+# No function or method of workers/ is this long or longer, counted from its `def` line to its
+# last line (decorators not counted): past it, split it into helpers with names of their own.
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(source: str, filename: str) -> list[str]:
+    """Every function or method of one module of MAX_FUNCTION_LINES lines or more, as
+    'file:line: name is N lines' (a method named Class.method, a nested function outer.inner)."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = prefix + child.name
+                length = (child.end_lineno or child.lineno) - child.lineno + 1
+                if length >= MAX_FUNCTION_LINES:
+                    found.append(f"{filename}:{child.lineno}: {name} is {length} lines")
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source, filename=filename), "")
+    return found
+
+
+def test_no_function_in_workers_reaches_the_length_limit() -> None:
+    """Every function and method of workers/ is shorter than MAX_FUNCTION_LINES lines."""
+    paths = sorted((ROOT / "workers").rglob("*.py"))
+    assert len(paths) > 100, "the walk found too few modules of workers/ to mean anything"
+    found: list[str] = []
+    for path in paths:
+        found += long_functions(path.read_text(), str(path.relative_to(ROOT)))
+    assert not found, (
+        f"functions of {MAX_FUNCTION_LINES} lines or more (split them into helpers):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_length_check_can_fail() -> None:
+    """A function of exactly the limit is reported with its file, line and length, and so are
+    a method and a nested function; one line less, or decorators above, are not counted."""
+    body = "    x = 1\n"
+
+    def function(name: str, lines: int, indent: str = "") -> str:
+        return f"{indent}def {name}() -> None:\n" + (indent + body) * (lines - 1)
+
+    at_limit = function("f", MAX_FUNCTION_LINES)
+    assert long_functions(at_limit, "workers/x.py") == [
+        f"workers/x.py:1: f is {MAX_FUNCTION_LINES} lines"
+    ]
+    under = "@a\n@b\n" + function("g", MAX_FUNCTION_LINES - 1)
+    assert long_functions(under, "workers/x.py") == []
+    method = "class C:\n" + function("m", MAX_FUNCTION_LINES + 2, indent="    ")
+    assert long_functions(method, "workers/x.py") == [
+        f"workers/x.py:2: C.m is {MAX_FUNCTION_LINES + 2} lines"
+    ]
+    nested = "def outer() -> None:\n" + function("inner", MAX_FUNCTION_LINES, indent="    ")
+    assert long_functions(nested, "workers/x.py") == [
+        f"workers/x.py:1: outer is {MAX_FUNCTION_LINES + 1} lines",
+        f"workers/x.py:2: outer.inner is {MAX_FUNCTION_LINES} lines",
+    ]
+
+
 # --------------------------------------------------------------------------- dependencies
 
 
