@@ -7,9 +7,9 @@ Two servers, each its own process, started fresh for every round on a flushed da
 
   baseline   a FastAPI app with one `POST /` that returns 200 and nothing else, served by
              `uvicorn.run(app, host=..., port=..., log_level="info")`: the call `seatwire
-             ingress` makes (workers/cli.py), so the same loop and HTTP implementation (uvicorn's
-             "auto": uvloop and httptools when installed, else asyncio and h11) and the access
-             log on, as it is there.
+             ingress` makes (workers/cli/__init__.py), so the same loop and HTTP implementation
+             (uvicorn's "auto": uvloop and httptools when installed, else asyncio and h11) and
+             the access log on, as it is there.
   seatwire   `seatwire ingress --host 127.0.0.1 --port P` with SEATWIRE_REDIS_URL,
              SEATWIRE_API_TOKEN and SLACK_SIGNING_SECRET, as compose.yaml starts it. No worker
              runs: every accepted event is journalled and its directedness task waits in the
@@ -93,7 +93,7 @@ def baseline_app() -> Any:
 def serve_baseline(port: int) -> None:
     import uvicorn
 
-    # The call `seatwire ingress` makes (workers/cli.py), with this app and uvicorn's own
+    # The call `seatwire ingress` makes (workers/cli/__init__.py), with this app and uvicorn's own
     # access formatter (Seatwire's writes the same lines for less: workers/ingress/logs.py).
     uvicorn.run(baseline_app(), host=HOST, port=port, log_level="info")
 

@@ -262,23 +262,19 @@ ROOMS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "workers.celery_app",
             "workers.app",
             "workers.embedded",
-            "workers.demo",
-            "workers.cli",
-            "workers.steward_cli",
-            "workers.steward_demo",
-            "workers.seat_cli",
-            "workers.mcp_cli",
-            "workers.controller_demo",
-            "workers.token_cli",
-            "workers.tools_demo",
-            "workers.asks_demo",
-            "workers.demo_view",
-            "workers.ops_cli",
-            "workers.asks_cli",
             "workers.healthcheck",
         ),
     ),
+    # The rooms on top, which nothing else in workers/ imports. The demo (workers/demo/):
+    # the bundled scenario run through an embedded Seatwire, its parts and its views.
+    ("demo", 8, ("workers.demo",)),
+    # The command line (workers/cli/): `seatwire` and its subcommands, `seatwire demo`
+    # included, so it alone may import the demo.
+    ("cli", 9, ("workers.cli",)),
 )
+
+# The rooms no other room of workers/ may import: each ranks above every room it is not.
+TOP_ROOMS = ("demo", "cli")
 
 
 def module_name(path: Path) -> str:
@@ -423,6 +419,52 @@ def test_the_room_and_cycle_checks_can_fail() -> None:
     assert cycles(graph) == [["workers.stages.send", "workers.stores.journal"]]
 
 
+def imports_of_the_top_rooms(graph: dict[str, list[tuple[int, str]]]) -> list[str]:
+    """Every import of a module of the command line or the demo from a module of workers/
+    outside those two rooms, as 'module:line'."""
+    found = []
+    for module, edges in sorted(graph.items()):
+        here = room_of(module)
+        if not module.startswith("workers.") or (here is not None and here[0] in TOP_ROOMS):
+            continue
+        for line, target in edges:
+            there = room_of(target)
+            if there is not None and there[0] in TOP_ROOMS:
+                found.append(f"{module}:{line}: imports {target} (the {there[0]} room)")
+    return found
+
+
+def test_the_cli_and_the_demo_are_on_top_and_imported_by_no_other_room() -> None:
+    """The command line and the demo rank above every other room (so the room check refuses
+    any import of them from below), and no module of workers/ outside them imports them."""
+    top = {room: rank for room, rank, _ in ROOMS if room in TOP_ROOMS}
+    assert set(top) == set(TOP_ROOMS)
+    below = max(rank for room, rank, _ in ROOMS if room not in TOP_ROOMS)
+    assert min(top.values()) > below, f"a room ranks as high as {top}"
+    found = imports_of_the_top_rooms(import_graph())
+    assert not found, "the command line or the demo imported from below:\n" + "\n".join(found)
+
+
+def test_the_top_room_check_can_fail() -> None:
+    """An ingress route importing a CLI module, the embedded runtime importing the demo's
+    view, and the demo importing the CLI are each reported."""
+    graph = {
+        "workers.ingress.ops": [(5, "workers.cli.ops")],
+        "workers.embedded": [(7, "workers.demo.view")],
+        "workers.demo.tools": [(2, "workers.cli.steward")],
+        "workers.cli": [(9, "workers.demo")],
+    }
+    assert imports_of_the_top_rooms(graph) == [
+        "workers.embedded:7: imports workers.demo.view (the demo room)",
+        "workers.ingress.ops:5: imports workers.cli.ops (the cli room)",
+    ]
+    assert room_violations(graph) == [
+        "workers.demo.tools:2: imports workers.cli.steward (cli, rank 9) from demo (rank 8)",
+        "workers.embedded:7: imports workers.demo.view (demo, rank 8) from runtime (rank 7)",
+        "workers.ingress.ops:5: imports workers.cli.ops (cli, rank 9) from ingress (rank 6)",
+    ]
+
+
 def test_the_walk_sees_the_rooms() -> None:
     """The graph holds every room's modules, so the room check cannot pass vacuously."""
     rooms = {room_of(m) for m in import_graph() if m.startswith("workers")}
@@ -447,6 +489,73 @@ def test_compose_runs_one_worker_pool_per_stage_queue_and_one_beat() -> None:
             beats += 1
     assert sorted(consumed) == sorted(q.value for q in WORKER_QUEUES)
     assert beats == 1
+
+
+# --------------------------------------------------------------------------- function length
+
+# No function or method of workers/ is this long or longer, counted from its `def` line to its
+# last line (decorators not counted): past it, split it into helpers with names of their own.
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(source: str, filename: str) -> list[str]:
+    """Every function or method of one module of MAX_FUNCTION_LINES lines or more, as
+    'file:line: name is N lines' (a method named Class.method, a nested function outer.inner)."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = prefix + child.name
+                length = (child.end_lineno or child.lineno) - child.lineno + 1
+                if length >= MAX_FUNCTION_LINES:
+                    found.append(f"{filename}:{child.lineno}: {name} is {length} lines")
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source, filename=filename), "")
+    return found
+
+
+def test_no_function_in_workers_reaches_the_length_limit() -> None:
+    """Every function and method of workers/ is shorter than MAX_FUNCTION_LINES lines."""
+    paths = sorted((ROOT / "workers").rglob("*.py"))
+    assert len(paths) > 100, "the walk found too few modules of workers/ to mean anything"
+    found: list[str] = []
+    for path in paths:
+        found += long_functions(path.read_text(), str(path.relative_to(ROOT)))
+    assert not found, (
+        f"functions of {MAX_FUNCTION_LINES} lines or more (split them into helpers):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_length_check_can_fail() -> None:
+    """A function of exactly the limit is reported with its file, line and length, and so are
+    a method and a nested function; one line less, or decorators above, are not counted."""
+    body = "    x = 1\n"
+
+    def function(name: str, lines: int, indent: str = "") -> str:
+        return f"{indent}def {name}() -> None:\n" + (indent + body) * (lines - 1)
+
+    at_limit = function("f", MAX_FUNCTION_LINES)
+    assert long_functions(at_limit, "workers/x.py") == [
+        f"workers/x.py:1: f is {MAX_FUNCTION_LINES} lines"
+    ]
+    under = "@a\n@b\n" + function("g", MAX_FUNCTION_LINES - 1)
+    assert long_functions(under, "workers/x.py") == []
+    method = "class C:\n" + function("m", MAX_FUNCTION_LINES + 2, indent="    ")
+    assert long_functions(method, "workers/x.py") == [
+        f"workers/x.py:2: C.m is {MAX_FUNCTION_LINES + 2} lines"
+    ]
+    nested = "def outer() -> None:\n" + function("inner", MAX_FUNCTION_LINES, indent="    ")
+    assert long_functions(nested, "workers/x.py") == [
+        f"workers/x.py:1: outer is {MAX_FUNCTION_LINES + 1} lines",
+        f"workers/x.py:2: outer.inner is {MAX_FUNCTION_LINES} lines",
+    ]
 
 
 # --------------------------------------------------------------------------- dependencies

@@ -2,7 +2,7 @@
 checked"): KPI samples posted over HTTP, `seatwire beat` ticking `seatwire.steward.tick` on the
 `steward` queue every second, steward workers running it, and the stage workers carrying its
 engagements to the outbox. Against examples/org.yaml's four demo objectives
-(workers/steward_demo.py), the backlogs, the engagements and the audit must hold exactly what
+(workers/demo/steward.py), the backlogs, the engagements and the audit must hold exactly what
 the gates allow, with one beat and one steward worker (test 1), with two of each at once
 (test 2), and after a steward worker is SIGKILLed between two dispatches of one objective's
 run and the run is repeated by a healthy worker (test 3).
@@ -30,9 +30,9 @@ import redis
 from contracts.steward import SampleRef
 from pipeline.goals.dispatch_ids import candidate_dispatch_id, gap_dispatch_id
 from tests.e2e.cluster import SEATWIRE, Cluster, start_cluster, stop_processes, wait_final
+from workers.demo.steward import samples
 from workers.outbound.file import read_outbox
 from workers.queues import FINAL_STATES, tracking_id_for
-from workers.steward_demo import samples
 from workers.stores import keys
 from workers.stores.audit import RUNS
 from workers.stores.scripts import text

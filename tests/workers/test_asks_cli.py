@@ -19,9 +19,9 @@ from contracts.asks import AskBrake
 from contracts.ops import WorkStatus
 from pipeline.asks import AnswerIn
 from tests.ask_records import CONSENT, make_ask
-from workers.asks_cli import ask_lines, detail_lines
 from workers.cli import cli
-from workers.ops_cli import work_lines
+from workers.cli.asks import ask_lines, detail_lines
+from workers.cli.ops import work_lines
 from workers.stores.asks import AskStore
 
 pytestmark = pytest.mark.redis

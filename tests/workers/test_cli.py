@@ -26,7 +26,7 @@ def test_the_demo_exits_non_zero_when_a_controller_case_ends_otherwise(
 ) -> None:
     """A relay seat whose launcher works never escalates: the case ends otherwise and the
     demo says so and fails."""
-    from workers import controller_demo
+    from workers.demo import controller as controller_demo
 
     monkeypatch.setattr(controller_demo, "RELAY_PROGRAM", "pass")
     monkeypatch.chdir(tmp_path)
@@ -42,7 +42,7 @@ def test_the_demo_exits_non_zero_when_a_steward_case_ends_otherwise(
 ) -> None:
     """With the trial-activation sample measured (not an `llm` estimate) the honesty gate
     lets its candidate through, the case ends differently, and the demo says so and fails."""
-    from workers import steward_demo
+    from workers.demo import steward as steward_demo
 
     honest = steward_demo.samples
 

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from workers.demo import collect_demo
-from workers.demo_view import DemoReport, Quiet, TextView
+from workers.demo.view import DemoReport, Quiet, TextView
 from workers.settings import Settings
 
 

@@ -1,5 +1,5 @@
 """The demo's text view at 80 columns and its JSON view: rendered from literal reports, so
-each rule is seen on the case that would break it (workers/demo_view.py)."""
+each rule is seen on the case that would break it (workers/demo/view.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 from rich.console import Console
 
-from workers.demo_view import (
+from workers.demo.view import (
     Case,
     Check,
     DemoReport,

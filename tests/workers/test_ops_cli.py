@@ -23,8 +23,8 @@ from tests.fakes import BLOCKED_REPORT
 from workers import bootstrap
 from workers.celery_app import create_app
 from workers.cli import cli
+from workers.cli.ops import status_lines
 from workers.ingress.app import create_ingress
-from workers.ops_cli import status_lines
 from workers.queues import FINAL_STATES, Queue
 from workers.settings import Settings
 from workers.stores import keys

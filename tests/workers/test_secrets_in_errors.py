@@ -10,7 +10,8 @@ from typing import Any, NoReturn, cast
 import pytest
 import redis
 
-from workers import healthcheck, steward_cli
+from workers import healthcheck
+from workers.cli import steward as steward_cli
 from workers.ingress.deps import IngressDeps
 from workers.ingress.ops import probe
 from workers.settings import Settings

@@ -10,7 +10,7 @@ Two transports, one server:
   same seat (member id or alias; 403 `wrong_seat` otherwise). The session manager is
   stateless: the seat comes with each request's token, so nothing is kept between requests
   and any ingress process can answer any request (all state is in Redis);
-- stdio, `seatwire mcp --seat SEAT` (workers/mcp_cli.py): one process, one seat.
+- stdio, `seatwire mcp --seat SEAT` (workers/cli/mcp.py): one process, one seat.
 
 `tools/list` answers exactly the seed's tools (contracts/tool_schemas.py): its names in its
 order, its input schemas verbatim, `execution` as the seed has it; then Seatwire's own tools

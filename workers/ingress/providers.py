@@ -65,6 +65,17 @@ def provider_paths() -> dict[str, Any]:
     """The OpenAPI entries of the provider routes (plain Starlette routes, so FastAPI does not
     list them itself). Their bodies are the providers' own (see their documentation); they
     take no bearer token: the signature headers are their authentication."""
+    responses = _refusal_responses()
+    event = {"type": "object", "description": "the provider's event envelope"}
+    return {
+        "/webhooks/slack": _slack_events(responses, event),
+        "/webhooks/slack/interactions": _slack_interactions(responses),
+        "/webhooks/github": _github_events(responses, event),
+    }
+
+
+def _refusal_responses() -> dict[str, Any]:
+    """The answers every provider route may give besides its 200, each a Problem."""
     refusals = {
         400: "not a JSON object, not the provider's envelope, or a malformed id or header",
         401: "a missing, malformed or wrong signature, or a timestamp out of tolerance",
@@ -78,93 +89,101 @@ def provider_paths() -> dict[str, Any]:
     for answer in responses.values():
         answer["content"] = {"application/json": {"schema": {"$ref": COMPONENTS + "Problem"}}}
         del answer["model"]
+    return responses
+
+
+def _slack_events(responses: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     receipt = {"$ref": COMPONENTS + "ProviderReceipt"}
     slack_ok = {"anyOf": [receipt, {"$ref": COMPONENTS + "SlackChallenge"}]}
-    event = {"type": "object", "description": "the provider's event envelope"}
     return {
-        "/webhooks/slack": {
-            "post": {
-                "summary": "Slack Events API",
-                "description": "Signed with X-Slack-Signature over `v0:{timestamp}:{body}`; "
-                "X-Slack-Request-Timestamp within 5 minutes. Answers url_verification with "
-                "its challenge. A refusal carries X-Slack-No-Retry.",
-                "operationId": "slack_events",
-                "security": [],
-                "parameters": [
-                    _header("X-Slack-Signature", "`v0=` and the HMAC-SHA256 of the base string"),
-                    _header("X-Slack-Request-Timestamp", "Unix seconds, within 5 minutes"),
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": event}},
+        "post": {
+            "summary": "Slack Events API",
+            "description": "Signed with X-Slack-Signature over `v0:{timestamp}:{body}`; "
+            "X-Slack-Request-Timestamp within 5 minutes. Answers url_verification with "
+            "its challenge. A refusal carries X-Slack-No-Retry.",
+            "operationId": "slack_events",
+            "security": [],
+            "parameters": [
+                _header("X-Slack-Signature", "`v0=` and the HMAC-SHA256 of the base string"),
+                _header("X-Slack-Request-Timestamp", "Unix seconds, within 5 minutes"),
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": event}},
+            },
+            "responses": {"200": _ok(slack_ok), **responses},
+        }
+    }
+
+
+def _slack_interactions(responses: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": "Slack interactivity (an ask's buttons)",
+            "description": "Signed as the Events API is. A click on an ask's button "
+            "answers it (recorded before the 200; the message is changed in place and "
+            "any ephemeral reply sent after it). Every other interaction is answered 200 "
+            "with an empty body and changes nothing. A refusal carries X-Slack-No-Retry.",
+            "operationId": "slack_interactions",
+            "security": [],
+            "parameters": [
+                _header("X-Slack-Signature", "`v0=` and the HMAC-SHA256 of the base string"),
+                _header("X-Slack-Request-Timestamp", "Unix seconds, within 5 minutes"),
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-www-form-urlencoded": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "payload": {
+                                    "type": "string",
+                                    "description": "the interaction's JSON",
+                                }
+                            },
+                            "required": ["payload"],
+                        }
+                    }
                 },
-                "responses": {"200": _ok(slack_ok), **responses},
-            }
-        },
-        "/webhooks/slack/interactions": {
-            "post": {
-                "summary": "Slack interactivity (an ask's buttons)",
-                "description": "Signed as the Events API is. A click on an ask's button "
-                "answers it (recorded before the 200; the message is changed in place and "
-                "any ephemeral reply sent after it). Every other interaction is answered 200 "
-                "with an empty body and changes nothing. A refusal carries X-Slack-No-Retry.",
-                "operationId": "slack_interactions",
-                "security": [],
-                "parameters": [
-                    _header("X-Slack-Signature", "`v0=` and the HMAC-SHA256 of the base string"),
-                    _header("X-Slack-Request-Timestamp", "Unix seconds, within 5 minutes"),
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/x-www-form-urlencoded": {
-                            "schema": {
-                                "type": "object",
-                                "properties": {
-                                    "payload": {
-                                        "type": "string",
-                                        "description": "the interaction's JSON",
-                                    }
-                                },
-                                "required": ["payload"],
-                            }
+            },
+            "responses": {
+                "200": {"description": "answered or changed nothing; an empty body"},
+                **responses,
+            },
+        }
+    }
+
+
+def _github_events(responses: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    receipt = {"$ref": COMPONENTS + "ProviderReceipt"}
+    return {
+        "post": {
+            "summary": "GitHub webhooks",
+            "description": "Signed with X-Hub-Signature-256; X-GitHub-Event and "
+            "X-GitHub-Delivery required. Answers ping with `pong`.",
+            "operationId": "github_events",
+            "security": [],
+            "parameters": [
+                _header("X-Hub-Signature-256", "`sha256=` and the HMAC-SHA256 of the body"),
+                _header("X-GitHub-Event", "the event's name (`issues`, `ping`, ...)"),
+                _header("X-GitHub-Delivery", "the delivery's GUID"),
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": event},
+                    "application/x-www-form-urlencoded": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"payload": {"type": "string"}},
+                            "required": ["payload"],
                         }
                     },
                 },
-                "responses": {
-                    "200": {"description": "answered or changed nothing; an empty body"},
-                    **responses,
-                },
-            }
-        },
-        "/webhooks/github": {
-            "post": {
-                "summary": "GitHub webhooks",
-                "description": "Signed with X-Hub-Signature-256; X-GitHub-Event and "
-                "X-GitHub-Delivery required. Answers ping with `pong`.",
-                "operationId": "github_events",
-                "security": [],
-                "parameters": [
-                    _header("X-Hub-Signature-256", "`sha256=` and the HMAC-SHA256 of the body"),
-                    _header("X-GitHub-Event", "the event's name (`issues`, `ping`, ...)"),
-                    _header("X-GitHub-Delivery", "the delivery's GUID"),
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {"schema": event},
-                        "application/x-www-form-urlencoded": {
-                            "schema": {
-                                "type": "object",
-                                "properties": {"payload": {"type": "string"}},
-                                "required": ["payload"],
-                            }
-                        },
-                    },
-                },
-                "responses": {"200": _ok(receipt), **responses},
-            }
-        },
+            },
+            "responses": {"200": _ok(receipt), **responses},
+        }
     }
 
 

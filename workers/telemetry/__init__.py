@@ -125,7 +125,16 @@ class Telemetry:
     ingress's /metrics, serves it), with one method per thing recorded."""
 
     def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
+        self.registry = CollectorRegistry()
+        # Registered in this order, which is the order /metrics lists them in.
+        self._pipeline_metrics(self.registry)
+        self._tick_metrics(self.registry)
+        self._steward_and_controller_metrics(self.registry)
+        self._ask_metrics(self.registry)
+
+    def _pipeline_metrics(self, r: CollectorRegistry) -> None:
+        """The stages' calls, decisions, refusals and sends, the providers' 429s, the sends
+        reconciled, and the time from accept to a final state."""
         self._task = Children(
             Histogram(
                 "seatwire_stage_task_seconds",
@@ -192,6 +201,9 @@ class Telemetry:
                 registry=r,
             )
         )
+
+    def _tick_metrics(self, r: CollectorRegistry) -> None:
+        """Beat's ticks and the sweeper's work."""
         self._ticks = Children(
             Counter(
                 "seatwire_beat_ticks",
@@ -211,6 +223,10 @@ class Telemetry:
                 registry=r,
             )
         )
+
+    def _steward_and_controller_metrics(self, r: CollectorRegistry) -> None:
+        """The goal steward's gates and dispatches; the work controller's turns launched, the
+        seats' turns settled and their escalations."""
         self._gates = Children(
             Counter(
                 "seatwire_steward_candidates",
@@ -254,6 +270,10 @@ class Telemetry:
                 registry=r,
             )
         )
+
+    def _ask_metrics(self, r: CollectorRegistry) -> None:
+        """Asks answered, their time to an answer, their deadlines, Slack's interactivity
+        requests and the nuisance brake's holds."""
         self._answers = Children(
             Counter(
                 "seatwire_ask_answers",

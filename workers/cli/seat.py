@@ -23,8 +23,8 @@ from rich.table import Table
 
 from contracts import Seat
 from pipeline.turns import Control, status_of, summary_of
+from workers.cli.steward import _container, _refuse
 from workers.container import Container
-from workers.steward_cli import _container, _refuse
 
 seat = typer.Typer(no_args_is_help=True, help="A seat's turns: status, pause, resume, run now.")
 console = Console()

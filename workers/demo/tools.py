@@ -25,8 +25,8 @@ from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
 from workers.container import Container
-from workers.controller_demo import settled
-from workers.demo_view import Case, Check, Field, Section, plural
+from workers.demo.controller import settled
+from workers.demo.view import Case, Check, Field, Section, plural
 from workers.stages.controller_tick import ControllerTick
 
 Headers = Callable[[str], dict[str, str]]

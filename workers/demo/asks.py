@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,7 +28,7 @@ from celery import Celery
 from contracts.asks import Ask
 from pipeline.signatures import slack_headers
 from workers.container import Container
-from workers.demo_view import Case, Check, Field, Section, plural
+from workers.demo.view import Case, Check, Field, Section, plural
 from workers.stages.asks_tick import AsksTick
 from workers.stores.asks import AskStore
 
@@ -198,6 +199,25 @@ def _said(ask: Ask | None) -> str:
     return ask.state if not ask.escalations else f"{ask.state} to {ask.escalations[-1].target_id}"
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every case of this part works with: the ingress, the process's stores and Celery
+    app, and how a seat's calls are signed and waited on."""
+
+    http: httpx.Client
+    container: Container
+    app: Celery
+    slack_secret: str
+    suffix: str
+    wait_final: Wait
+    wait_resolved: Wait
+    seat_headers: Headers
+
+    @property
+    def store(self) -> AskStore:
+        return self.container.asks
+
+
 def run_asks_demo(
     http: httpx.Client,
     container: Container,
@@ -209,129 +229,14 @@ def run_asks_demo(
     wait_resolved: Wait,
     seat_headers: Headers,
 ) -> Section:
-    store = container.asks
+    run = _Run(http, container, app, slack_secret, suffix, wait_final, wait_resolved, seat_headers)
     _drain(http, seat_headers)
-    cases: list[Case] = []
-
-    # 1. A consent approved by a signed click; the seat's inbox hears of it.
-    consent = _post(http, seat_headers, _report("consent", suffix), wait_final)
-    consent_id = _ask_of(consent) or ""
-    # The report's journal entry ends with its send; where the ask landed is written just
-    # after, in the send's own settle: wait for it, as a person's click comes after the post.
-    asked = _landed(store, consent_id)
-    if asked is not None and asked.landing is not None:
-        _click(http, asked, "approved", "U0BEN", slack_secret)
-    clicked = _until(lambda: (a := store.get(consent_id)) and a.state != "open" and a)
-    items = _until(lambda: _answered_items(http, seat_headers))
-    heard = [i for i in items if (i.get("ask") or {}).get("askId") == consent_id]
-    answer = clicked.answer if clicked else None
-    ok = bool(answer and answer.answer == "approved" and answer.by == "ben" and heard)
-    cases.append(
-        Case(
-            "a consent, approved by ben's signed Slack click",
-            (
-                Field("outcome", "outcome", _said(clicked)),
-                Field("reasonCode", "answer", answer.answer if answer else "-"),
-                Field("ask", "ask", consent_id or "none"),
-                Field(
-                    "consent",
-                    "consent on record",
-                    f"{answer.consent_id} until {answer.consent_expires_at_ms} ms"
-                    if answer and answer.consent_id
-                    else "none",
-                ),
-                Field("inbox", "scout's inbox", plural(len(heard), "ask_answered item")),
-            ),
-            Check(ok, "answered: approved by ben, and one ask_answered item for scout"),
-            subject=SEAT,
-        )
-    )
-
-    # 2. A blocked ask answered by a reply in its thread.
-    blocked = _post(http, seat_headers, _report("blocked", suffix), wait_final)
-    blocked_id = _ask_of(blocked) or ""
-    asked = _landed(store, blocked_id)
-    words = "Granted: you have write access on the billing replica now."
-    delivery = ""
-    if asked is not None and asked.landing is not None:
-        delivery = _reply(http, asked, "U0BEN", words, slack_secret)
-        wait_resolved(http, delivery)
-    replied = _until(lambda: (a := store.get(blocked_id)) and a.state != "open" and a)
-    answer = replied.answer if replied else None
-    ok = bool(answer and answer.answer == "replied" and answer.text == words)
-    where = asked.landing if asked is not None else None
-    cases.append(
-        Case(
-            "a blocked ask, answered in its Slack thread",
-            (
-                Field("outcome", "outcome", _said(replied)),
-                Field("reasonCode", "answer", answer.answer if answer else "-"),
-                Field("ask", "ask", blocked_id or "none"),
-                Field(
-                    "thread",
-                    "thread",
-                    f"{where.channel_id} {where.thread_root_id}" if where else "none",
-                ),
-                Field("text", "words", answer.text if answer else "none"),
-            ),
-            Check(ok, "answered: replied, with ben's words"),
-            subject=SEAT,
-        )
-    )
-
-    # 3. A review nobody answers: past its (shortened) timeout, one rung up.
-    review = _post(http, seat_headers, _report("review", suffix), wait_final)
-    review_id = _ask_of(review) or ""
-    asked = store.get(review_id)
-    deadline = (asked.deadline_ms or 0) if asked else 0
-    _until(lambda: time.time() * 1000 > deadline, timeout_s=DEMO_REVIEW_TIMEOUT_MS / 1000 + 5)
-    tick = AsksTick.of(container, app)(now_ms=int(time.time() * 1000))
-    climbed = store.get(review_id)
-    step = climbed.escalations[0] if climbed and climbed.escalations else None
-    up = wait_final(http, step.tracking_id) if step else {}
-    decided = up.get("decision") or {}
-    targets = [t["memberId"] for t in decided.get("targets", ())]
-    ok = bool(
-        step
-        and step.target_id == "emil"
-        and up.get("state") == "engaged"
-        and decided.get("reasonCode") == "ask_unanswered"
-        and targets == ["emil"]
-    )
-    cases.append(
-        Case(
-            "a review nobody answers, past its timeout",
-            (
-                Field("outcome", "outcome", _said(climbed)),
-                Field("reasonCode", "reason code", decided.get("reasonCode") or "-"),
-                Field("ask", "ask", review_id or "none"),
-                Field("asked", "asked", "jo (the reviewer it names)"),
-                Field("timeout", "timeout", f"{DEMO_REVIEW_TIMEOUT_MS // 1000} s (shortened)"),
-                Field("targets", "asked next", tuple(targets) or ("nobody",)),
-                Field("tick", "the asks tick", tick.summary()),
-            ),
-            Check(ok, "escalated to emil (jo's supervisor), reason code ask_unanswered"),
-            tuple(decided.get("why", ()))[-1:],
-            subject=SEAT,
-        )
-    )
-
-    # 4. The consent's work reported again: the approval is on record.
-    again = _post(http, seat_headers, _report("consent", suffix, revision=2), wait_final)
-    d = again.get("decision") or {}
-    ok = again.get("state") == "nobody" and d.get("reasonCode") == "consent_on_record"
-    cases.append(
-        Case(
-            "the consent's work, reported again",
-            (
-                Field("outcome", "outcome", again.get("state") or "-"),
-                Field("reasonCode", "reason code", d.get("reasonCode") or "-"),
-            ),
-            Check(ok, "nobody engaged: consent_on_record"),
-            (str(d.get("reason") or ""),),
-            subject=SEAT,
-        )
-    )
+    cases = [
+        _approved_by_click(run),
+        _answered_in_thread(run),
+        _climbed_past_timeout(run),
+        _consent_on_record(run),
+    ]
     passed = sum(1 for c in cases if c.check.ok)
     return Section(
         key="asks",
@@ -344,4 +249,126 @@ def run_asks_demo(
         "reply, an escalation, a consent on record",
         counts=(("cases", len(cases)),),
         notes=("Every ask, open first: seatwire asks --open (or GET /v1/asks).",),
+    )
+
+
+def _approved_by_click(run: _Run) -> Case:
+    """A consent approved by a signed click; the seat's inbox hears of it."""
+    consent = _post(run.http, run.seat_headers, _report("consent", run.suffix), run.wait_final)
+    consent_id = _ask_of(consent) or ""
+    # The report's journal entry ends with its send; where the ask landed is written just
+    # after, in the send's own settle: wait for it, as a person's click comes after the post.
+    asked = _landed(run.store, consent_id)
+    if asked is not None and asked.landing is not None:
+        _click(run.http, asked, "approved", "U0BEN", run.slack_secret)
+    clicked = _until(lambda: (a := run.store.get(consent_id)) and a.state != "open" and a)
+    items = _until(lambda: _answered_items(run.http, run.seat_headers))
+    heard = [i for i in items if (i.get("ask") or {}).get("askId") == consent_id]
+    answer = clicked.answer if clicked else None
+    ok = bool(answer and answer.answer == "approved" and answer.by == "ben" and heard)
+    return Case(
+        "a consent, approved by ben's signed Slack click",
+        (
+            Field("outcome", "outcome", _said(clicked)),
+            Field("reasonCode", "answer", answer.answer if answer else "-"),
+            Field("ask", "ask", consent_id or "none"),
+            Field(
+                "consent",
+                "consent on record",
+                f"{answer.consent_id} until {answer.consent_expires_at_ms} ms"
+                if answer and answer.consent_id
+                else "none",
+            ),
+            Field("inbox", "scout's inbox", plural(len(heard), "ask_answered item")),
+        ),
+        Check(ok, "answered: approved by ben, and one ask_answered item for scout"),
+        subject=SEAT,
+    )
+
+
+def _answered_in_thread(run: _Run) -> Case:
+    """A blocked ask answered by a reply in its thread."""
+    blocked = _post(run.http, run.seat_headers, _report("blocked", run.suffix), run.wait_final)
+    blocked_id = _ask_of(blocked) or ""
+    asked = _landed(run.store, blocked_id)
+    words = "Granted: you have write access on the billing replica now."
+    delivery = ""
+    if asked is not None and asked.landing is not None:
+        delivery = _reply(run.http, asked, "U0BEN", words, run.slack_secret)
+        run.wait_resolved(run.http, delivery)
+    replied = _until(lambda: (a := run.store.get(blocked_id)) and a.state != "open" and a)
+    answer = replied.answer if replied else None
+    ok = bool(answer and answer.answer == "replied" and answer.text == words)
+    where = asked.landing if asked is not None else None
+    return Case(
+        "a blocked ask, answered in its Slack thread",
+        (
+            Field("outcome", "outcome", _said(replied)),
+            Field("reasonCode", "answer", answer.answer if answer else "-"),
+            Field("ask", "ask", blocked_id or "none"),
+            Field(
+                "thread",
+                "thread",
+                f"{where.channel_id} {where.thread_root_id}" if where else "none",
+            ),
+            Field("text", "words", answer.text if answer else "none"),
+        ),
+        Check(ok, "answered: replied, with ben's words"),
+        subject=SEAT,
+    )
+
+
+def _climbed_past_timeout(run: _Run) -> Case:
+    """A review nobody answers: past its (shortened) timeout, one rung up."""
+    review = _post(run.http, run.seat_headers, _report("review", run.suffix), run.wait_final)
+    review_id = _ask_of(review) or ""
+    asked = run.store.get(review_id)
+    deadline = (asked.deadline_ms or 0) if asked else 0
+    _until(lambda: time.time() * 1000 > deadline, timeout_s=DEMO_REVIEW_TIMEOUT_MS / 1000 + 5)
+    tick = AsksTick.of(run.container, run.app)(now_ms=int(time.time() * 1000))
+    climbed = run.store.get(review_id)
+    step = climbed.escalations[0] if climbed and climbed.escalations else None
+    up = run.wait_final(run.http, step.tracking_id) if step else {}
+    decided = up.get("decision") or {}
+    targets = [t["memberId"] for t in decided.get("targets", ())]
+    ok = bool(
+        step
+        and step.target_id == "emil"
+        and up.get("state") == "engaged"
+        and decided.get("reasonCode") == "ask_unanswered"
+        and targets == ["emil"]
+    )
+    return Case(
+        "a review nobody answers, past its timeout",
+        (
+            Field("outcome", "outcome", _said(climbed)),
+            Field("reasonCode", "reason code", decided.get("reasonCode") or "-"),
+            Field("ask", "ask", review_id or "none"),
+            Field("asked", "asked", "jo (the reviewer it names)"),
+            Field("timeout", "timeout", f"{DEMO_REVIEW_TIMEOUT_MS // 1000} s (shortened)"),
+            Field("targets", "asked next", tuple(targets) or ("nobody",)),
+            Field("tick", "the asks tick", tick.summary()),
+        ),
+        Check(ok, "escalated to emil (jo's supervisor), reason code ask_unanswered"),
+        tuple(decided.get("why", ()))[-1:],
+        subject=SEAT,
+    )
+
+
+def _consent_on_record(run: _Run) -> Case:
+    """The consent's work reported again: the approval is on record."""
+    again = _post(
+        run.http, run.seat_headers, _report("consent", run.suffix, revision=2), run.wait_final
+    )
+    d = again.get("decision") or {}
+    ok = again.get("state") == "nobody" and d.get("reasonCode") == "consent_on_record"
+    return Case(
+        "the consent's work, reported again",
+        (
+            Field("outcome", "outcome", again.get("state") or "-"),
+            Field("reasonCode", "reason code", d.get("reasonCode") or "-"),
+        ),
+        Check(ok, "nobody engaged: consent_on_record"),
+        (str(d.get("reason") or ""),),
+        subject=SEAT,
     )

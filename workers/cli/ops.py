@@ -30,12 +30,12 @@ from contracts.guardrails import LedgerRow
 from contracts.inbound import Trace
 from contracts.ops import ClusterStatus, WorkStatus
 from pipeline.asks import ask_id_for
-from workers.asks_cli import where_it_stands
+from workers.cli.asks import where_it_stands
+from workers.cli.steward import _refuse, redis_container
 from workers.clock import now_ms
 from workers.container import Container
 from workers.settings import masked
 from workers.status import cluster_status, work_status
-from workers.steward_cli import _refuse, redis_container
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 

@@ -31,7 +31,7 @@ from celery import Celery
 
 from pipeline.signatures import slack_headers
 from workers.container import Container
-from workers.demo_view import Case, Check, Field, Section, plural
+from workers.demo.view import Case, Check, Field, Section, plural
 from workers.outbound.file import read_outbox
 from workers.stages.controller_tick import ControllerTick
 

@@ -31,9 +31,9 @@ from rich.console import Console
 
 from contracts.ask_api import AskDetail
 from contracts.asks import Ask, ConsentRecord
+from workers.cli.steward import redis_container
 from workers.clock import now_ms
 from workers.container import Container
-from workers.steward_cli import redis_container
 
 asks = typer.Typer(
     invoke_without_command=True,

@@ -2,10 +2,10 @@
 decision checked against what its case must end as, and the outbox against the engaged asks;
 then the bundled Slack and GitHub stream, signed and posted as those services send it, with
 the seat each event reached and why every other seat found it ambient; then the goal steward
-over the sample org's objectives (workers/steward_demo.py); then the work controller, ticked
-by hand (workers/controller_demo.py); then two seats through the MCP client
-(workers/tools_demo.py). Each part is a `Section` of cases, shown as it ends in the text view
-or gathered into one JSON document (workers/demo_view.py)."""
+over the sample org's objectives (workers/demo/steward.py); then the work controller, ticked
+by hand (workers/demo/controller.py); then two seats through the MCP client
+(workers/demo/tools.py). Each part is a `Section` of cases, shown as it ends in the text view
+or gathered into one JSON document (workers/demo/view.py)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ from pydantic import SecretStr
 from rich.console import Console
 
 from pipeline.signatures import github_headers, slack_headers
-from workers.asks_demo import DEMO_REVIEW_TIMEOUT_MS, run_asks_demo
 from workers.clock import now_ms
 from workers.container import Container
-from workers.controller_demo import run_controller_demo
-from workers.demo_view import (
+from workers.demo.asks import DEMO_REVIEW_TIMEOUT_MS, run_asks_demo
+from workers.demo.controller import run_controller_demo
+from workers.demo.steward import run_steward_demo
+from workers.demo.tools import run_tools_demo
+from workers.demo.view import (
     Case,
     Check,
     DemoReport,
@@ -50,9 +52,7 @@ from workers.settings import (
     Settings,
     masked,
 )
-from workers.steward_demo import run_steward_demo
 from workers.stores.tokens import TokenRefused, Tokens, dev_token
-from workers.tools_demo import run_tools_demo
 
 SCENARIO = REPO_ROOT / "examples" / "scenario.yaml"
 INBOUND = REPO_ROOT / "examples" / "inbound.yaml"

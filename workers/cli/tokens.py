@@ -22,10 +22,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from workers.cli.steward import redis_container
 from workers.container import Container
 from workers.errors import ConfigError
 from workers.settings import Settings, load_settings
-from workers.steward_cli import redis_container
 from workers.stores.tokens import TokenRefused, Tokens, dev_token
 
 token = typer.Typer(

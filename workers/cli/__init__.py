@@ -115,7 +115,7 @@ def up(
         f"asks go to {sends_to}"
     )
     if settings.embedded:
-        from workers.token_cli import dev_tokens
+        from workers.cli.tokens import dev_tokens
 
         console.print(f"operator token: {settings.token()}")
         for seat_id, value in dev_tokens(settings).items():
@@ -490,7 +490,7 @@ def dlq_list(
     from rich.table import Table
 
     from workers.bootstrap import now_ms
-    from workers.ops_cli import age
+    from workers.cli.ops import age
 
     _, letters = _dead_letters()
     found = letters.list(limit)
@@ -526,7 +526,7 @@ def dlq_replay(dlq_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
 
 
 def _steward_commands() -> None:
-    from workers.steward_cli import objectives, steward
+    from workers.cli.steward import objectives, steward
 
     cli.add_typer(steward, name="steward")
     cli.command("objectives")(objectives)
@@ -536,7 +536,7 @@ _steward_commands()
 
 
 def _seat_commands() -> None:
-    from workers.seat_cli import seat, seats_command
+    from workers.cli.seat import seat, seats_command
 
     cli.add_typer(seat, name="seat")
     cli.command("seats")(seats_command)
@@ -546,7 +546,7 @@ _seat_commands()
 
 
 def _token_commands() -> None:
-    from workers.token_cli import token
+    from workers.cli.tokens import token
 
     cli.add_typer(token, name="token")
 
@@ -555,7 +555,7 @@ _token_commands()
 
 
 def _ops_commands() -> None:
-    from workers.ops_cli import register
+    from workers.cli.ops import register
 
     register(cli)
 
@@ -564,7 +564,7 @@ _ops_commands()
 
 
 def _asks_commands() -> None:
-    from workers.asks_cli import register
+    from workers.cli.asks import register
 
     register(cli)
 
@@ -573,7 +573,7 @@ _asks_commands()
 
 
 def _mcp_command() -> None:
-    from workers.mcp_cli import mcp_command
+    from workers.cli.mcp import mcp_command
 
     cli.command("mcp")(mcp_command)
 
@@ -586,7 +586,3 @@ def main() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     cli()
-
-
-if __name__ == "__main__":  # `python -m workers.cli`: what a launcher's MCP config runs
-    main()

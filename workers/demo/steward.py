@@ -26,7 +26,7 @@ from celery import Celery
 from contracts.steward import AuditEntry, Dispatch, ObjectiveOutcome
 from pipeline.js import num_str
 from workers.container import Container
-from workers.demo_view import Case, Check, Field, Section, plural
+from workers.demo.view import Case, Check, Field, Section, plural
 from workers.queues import tracking_id_for
 from workers.stages.steward_run import StewardRun
 

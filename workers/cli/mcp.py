@@ -36,7 +36,7 @@ def _refuse(message: object) -> NoReturn:
 
 def _container() -> tuple[Container, Celery]:
     """The workers' container on the configured Redis, with the refusals on stderr."""
-    from workers.steward_cli import redis_container
+    from workers.cli.steward import redis_container
 
     container = redis_container(
         _refuse,
@@ -69,5 +69,5 @@ def mcp_command(
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    with contextlib.suppress(KeyboardInterrupt):  # SIGTERM (workers/cli.py main) or ^C
+    with contextlib.suppress(KeyboardInterrupt):  # SIGTERM (workers/cli/__init__.py main) or ^C
         anyio.run(serve)
