@@ -1,5 +1,5 @@
 """Redis memory per work report, per inbound event, per seat and per member, on real Redis, by
-key family with each family's bound: the figures of the README's "Capacity" section. With
+key family with each family's bound: the figures of docs/operations.md, "Capacity". With
 --soak-minutes, a steady load for that long with the retention windows shortened, sampling
 Redis memory, to show it levels off once the windows are reached.
 

@@ -1,5 +1,6 @@
-"""A bounded chaos soak (RELIABILITY.md test 32), and the harness the process-level fault tests
-share (tests/e2e/test_redis_faults_processes.py, tests/e2e/test_worker_faults_processes.py).
+"""A bounded chaos soak (fault test 32, docs/reliability.md), and the harness the process-level
+fault tests share (tests/e2e/test_redis_faults_processes.py,
+tests/e2e/test_worker_faults_processes.py).
 
     uv run python -m bench.chaos --minutes 3 [--rate 10] [--mean-gap 20] [--seed 1]
 

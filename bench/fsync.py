@@ -1,4 +1,4 @@
-"""What `appendfsync always` costs the ingress against `everysec` (RELIABILITY.md test 13):
+"""What `appendfsync always` costs the ingress against `everysec` (fault test 13):
 signed Slack events accepted per second by ONE `seatwire ingress` process and its ack p99, each
 policy against its own redis-server, in the same run.
 

@@ -1,4 +1,4 @@
-"""The work controller's shapes (DESIGN.md section 10, seed 002's work controller). Pure data.
+"""The work controller's shapes (docs/architecture.md, "The work controller"). Pure data.
 
 `ControllerState` is everything a controller remembers between two decisions, so that it can
 live in Redis rather than in a process: a tick in any worker reads it, decides and writes it
@@ -104,9 +104,9 @@ class TurnOutcome(StrictWire):
     """How a turn ended, as its launcher (or the agent runtime, at the outcome route) tells.
 
     `kind` is the controller's; a `failed` launch carries the launch-failure classification
-    (seed 003: `failureKind`, `proven`, `signature`). Usage and cost are numbers only; the
-    agent's own words are never kept here beyond `detail` (bounded), and permission denials
-    are counted, never quoted.
+    (`failureKind`, `proven`, `signature`). Usage and cost are numbers only; the agent's own
+    words are never kept here beyond `detail` (bounded), and permission denials are counted,
+    never quoted.
 
     `costMicros` is the turn's one cost, bounded exactly as a cost frame's amount is
     (contracts.money: an integer or decimal string, never negative, below 10**15), so every
@@ -196,8 +196,9 @@ class TurnRecord(Wire):
 
 
 class LaunchStreak(Wire):
-    """Seed 003's launch-failure streak: consecutive failures with one signature. Times are
-    ISO-8601 strings, as the seed keeps them; `escalatedAt` is empty until it escalated."""
+    """The launch-failure streak: consecutive failures with one signature. Times are
+    ISO-8601 strings, as the original runtime kept them; `escalatedAt` is empty until it
+    escalated."""
 
     signature: str
     streak: int = Field(ge=1)
@@ -207,7 +208,7 @@ class LaunchStreak(Wire):
 
 
 class SessionRecord(Wire):
-    """Seed 003's main-session record: the id the next launch resumes, how often it was
+    """The main-session record: the id the next launch resumes, how often it was
     resumed, the last hour's rotations (ISO strings), and where it was rotated from and why."""
 
     session_id: str

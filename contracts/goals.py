@@ -1,4 +1,4 @@
-"""The goal steward's shapes (seed 001, DESIGN.md section 9). Pure data.
+"""The goal steward's shapes (docs/architecture.md, "The goal steward"). Pure data.
 
 Inbound, and strict about unknown fields (a typo there would silently change what gets made):
 `Objective` (the org file) and `Sample` (the samples endpoint). Lenient, like every provider

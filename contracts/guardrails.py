@@ -1,4 +1,4 @@
-"""Guardrail limits, verdicts and ledger rows (DESIGN.md section 7). Pure data."""
+"""Guardrail limits, verdicts and ledger rows (docs/architecture.md, "Guardrails"). Pure data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Money on the wire: integer micro-USD, and the turn cost frame (seed 003, quota). Pure data.
+"""Money on the wire: integer micro-USD, and the turn cost frame (enforcement off, shadow,
+on). Pure data.
 
 Money is an integer number of micro-USD end to end (1 USD = 1_000_000 micros). On the wire a
 micros value is a JSON integer or a decimal string of one (`1500000`, `"1500000"`), never a

@@ -130,7 +130,7 @@ LauncherSpec = Annotated[NoopLauncher | HttpLauncher | CommandLauncher, Field(di
 
 
 class ControllerOptions(StrictWire):
-    """The seat's work-controller options (seed 002's names); the defaults are the seed's,
+    """The seat's work-controller options (the original controller's names and defaults),
     but for the quiet interval: 0 means a seat runs only when there is a reason."""
 
     quiet_interval_ms: int = Field(default=0, ge=0)
@@ -176,7 +176,7 @@ class Seat(StrictWire):
 
 
 class Project(StrictWire):
-    """The project card a seat reads with `get_project` (seed 002): its name, mission, the
+    """The project card a seat reads with `get_project` (docs/tools.md): its name, mission, the
     rules the seats work under, the repository, and when it started (Unix ms)."""
 
     name: str = Field(default="", max_length=200)

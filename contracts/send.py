@@ -1,5 +1,5 @@
-"""The send stage's decisions as values (DESIGN.md section 8): what pipeline/send.py takes and
-gives. Pure data.
+"""The send stage's decisions as values (docs/architecture.md, "The send stage"): what
+pipeline/send.py takes and gives. Pure data.
 
     SendStart    what send_begin.lua answered (Ledger.begin_send), as it answered it
     SendStep     what the send stage does next with the op
@@ -18,9 +18,10 @@ from contracts._base import Wire
 from contracts.journal import ReleaseCounter, SendBeginVerb
 from contracts.send_gate import SendRule
 
-# DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
-# have sent without sending, `on` sends. `off` is the engagement stage's to apply: an ask
-# already reserved when the mode went off is still delivered (the send stage posts it as `on`).
+# The send mode (docs/architecture.md, "Engagement"): `off` decides nothing, `shadow`
+# decides and records what it would have sent without sending, `on` sends. `off` is the
+# engagement stage's to apply: an ask already reserved when the mode went off is still
+# delivered (the send stage posts it as `on`).
 SendMode = Literal["off", "shadow", "on"]
 SEND_MODES: tuple[SendMode, ...] = get_args(SendMode)
 

@@ -1,4 +1,4 @@
-"""The send gate's policy and verdict (DESIGN.md section 8). Pure data.
+"""The send gate's policy and verdict (docs/architecture.md, "The send stage"). Pure data.
 
 The policy comes from configuration, so unknown keys are refused: a misspelt
 `deniedChannelIds` must stop the start, not quietly let every channel through.

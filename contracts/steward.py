@@ -1,4 +1,4 @@
-"""The shapes of one goal-steward run (issue 10 point 2, DESIGN.md section 9). Pure data.
+"""The shapes of one goal-steward run (issue 10 point 2; docs/architecture.md). Pure data.
 
 In, what the shell loads before a run and `pipeline.goals.steward.plan_run` reads:
 

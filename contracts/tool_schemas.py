@@ -1,4 +1,4 @@
-"""The input schemas of seed 002's coordination tools (project-tools.json), exactly: what
+"""The input schemas of the seats' coordination tools (project-tools.json), exactly: what
 `tools/list` answers with and what every tool call is validated against. Pure data.
 
 The tool names and their `inputSchema` objects are the seed's, key for key (a client generated

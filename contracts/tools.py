@@ -1,5 +1,5 @@
-"""The inputs of a seat's coordination tools (issue 13, seed 002's project-tools.json), as
-pydantic models that accept exactly what the seed's input schemas accept
+"""The inputs of a seat's coordination tools (issue 13, project-tools.json; docs/tools.md),
+as pydantic models that accept exactly what those input schemas accept
 (`contracts/tool_schemas.py`). Pure data.
 
 Field names are the seed's own (snake_case, as its tools take them). Unknown fields are

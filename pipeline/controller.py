@@ -1,5 +1,5 @@
-"""The quiet-interval work controller: when a seat's next turn runs (DESIGN.md section 10,
-seed 002's work controller). Pure: time arrives as `now_ms`, randomness as `rng`.
+"""The quiet-interval work controller: when a seat's next turn runs (docs/architecture.md,
+"The work controller"). Pure: time arrives as `now_ms`, randomness as `rng`.
 
 A controller is asked, again and again, what a seat should do now given the latest news about
 it: `run` a turn (with the reason that justifies one), `wait` (with what it waits for) or
@@ -49,7 +49,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 
 class WorkController:
-    """Seed 002's controller. Options are fixed for its life; the state changes with every
+    """The quiet-interval controller. Options are fixed for its life; the state changes with every
     `begin_turn`, `record_outcome` and (for the unacknowledged-inbox rule) `decide`."""
 
     def __init__(

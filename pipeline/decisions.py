@@ -1,4 +1,4 @@
-"""The rules of the project's directions (issue 13, seed 002's `open_decision`, `vote`,
+"""The rules of the project's directions (issue 13; the tools `open_decision`, `vote`,
 `get_decision`, `list_decisions`, `decide_direction`). Pure: no I/O, no clock; the store
 (workers/stores/decisions.py), the tools (workers/tools/decisions.py) and the people's HTTP
 routes (workers/ingress/decisions.py) apply them.

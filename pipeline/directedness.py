@@ -1,9 +1,9 @@
-"""Directedness (DESIGN.md section 5): is this inbound event spoken to this seat, or ambient?
+"""Directedness: is this inbound event spoken to this seat, or ambient? (docs/architecture.md)
 
 Pure: a candidate, a seat and the seat's facts in; a `Directedness` with a reason code out.
 First matching rule wins, per family. Identity is ALWAYS the seat's whole alias set (member id
 plus every alias, trimmed, case-insensitive): a structured mention keyed by a provider id must
-reach a seat configured by its slug (seed 003's alias fix). A directed answer on a surface the
+reach a seat configured by its slug (the alias-set rule). A directed answer on a surface the
 seat has switched off becomes `surface_disabled`, never a silent yes.
 
 Accepts the contracts or their camelCase dicts. A `Candidate` is read by attribute, never

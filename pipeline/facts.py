@@ -3,8 +3,8 @@
 The directedness stage reads, once per event and for every seat at once, what the stores know
 about the places the event touches (its channel, its thread, its board item): `Known`. From
 that and the org file's entry for the channel, `facts_for` gives each seat the `SeatFacts`
-that bear on this event; a fact nobody knows stays `None`, which never blocks (DESIGN.md
-section 5). `learn` says what the event and its verdict add to the seat's facts, so the next
+that bear on this event; a fact nobody knows stays `None`, which never blocks (docs/architecture.md,
+"Directedness"). `learn` says what the event and its verdict add to the seat's facts, so the next
 reply in the thread finds the seat.
 
 Where membership comes from:

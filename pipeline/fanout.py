@@ -1,7 +1,7 @@
 """One inbound event resolved for the seats it concerns, at a cost that does not grow with
 the seats it does not. Pure.
 
-The directedness stage owes every seat a verdict on every event (DESIGN.md section 5), but an
+The directedness stage owes every seat a verdict on every event (docs/architecture.md), but an
 event concerns only a few of them. `Roster` indexes the seats once per org load (aliases and
 own ids to seats, member ids to seats, the first word of every name to the seats it names), so
 `resolve_concerned` finds by lookup the seats an event names, mentions, replies to, is

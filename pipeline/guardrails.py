@@ -1,4 +1,6 @@
-"""The engagement ledger's limits (DESIGN.md section 7). Pure: rows and `now_ms` in, verdict out.
+"""The engagement ledger's limits. Pure: rows and `now_ms` in, verdict out.
+
+The limits and their order: docs/architecture.md, "Guardrails".
 
 This function is the specification; the Redis path (one Lua script that checks and reserves
 atomically) must agree with it on every ledger, which a differential property test proves.

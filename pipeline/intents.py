@@ -1,4 +1,4 @@
-"""A seat's work intents (issue 13, seed 002's `record_work_intent` / `list_work_intents`):
+"""A seat's work intents (issue 13, `record_work_intent` / `list_work_intents`):
 the rules a write must pass before it reaches Redis, the record and receipt it writes, and
 the order and cursor of a listing. Pure: the seat, the time and the run id arrive as
 arguments.

@@ -1,4 +1,4 @@
-"""The rules of issue coordination (issue 13, seed 002's `coordinate_issue`), pure: what a call
+"""The rules of issue coordination (issue 13, the tool `coordinate_issue`), pure: what a call
 must carry, its fingerprint (a replay's identity), the notes a call earns from what GitHub was
 observed to be, what a webhook says about an issue number, a participants page, and the work
 report a `blocked` report becomes. workers/stores/issues.py does the atomic part in Redis.

@@ -1,4 +1,4 @@
-"""The rules of the seats' messages (issue 13, seed 002's `send_message` and `read_thread`).
+"""The rules of the seats' messages (issue 13, the tools `send_message` and `read_thread`).
 Pure: no I/O, no clock; the store (workers/stores/messages.py) and the tools
 (workers/tools/messages.py) apply them.
 

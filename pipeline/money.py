@@ -7,7 +7,7 @@ clock; `now_ms` and the frames are arguments.
     remaining_envelope   `budgetMicros` minus spend; None without a budget; may be negative
     parse_micros         integer micro-USD from an int or a decimal string (contracts.money)
 
-Only `enforcement: on` moved money (seed 003): a shadow cost is what enforcement would have
+Only `enforcement: on` moves money: a shadow cost is what enforcement would have
 charged and is never a charge, and `off`, null and any unrecognised word charge nothing. The
 contract already reads an unknown word as None, so no path here can promote it to `on`.
 

@@ -1,4 +1,4 @@
-"""The send stage's decisions (DESIGN.md section 8, README "Outbound"): which step an op
+"""The send stage's decisions (docs/architecture.md, "The send stage"): which step an op
 calls for, and when a failed try runs again. Pure: replies, verdicts, `now_ms` and the
 random draw `u` come in as arguments; frozen values with a reason go out.
 

@@ -1,4 +1,6 @@
-"""The send gate (DESIGN.md section 8): the last pure check before an ask meets the wire.
+"""The send gate: the last pure check before an ask meets the wire.
+
+See docs/architecture.md, "The send stage".
 
 Pure: an `OutboundAsk`, the policy, the directory, each person's timezone and `now_ms` in;
 a `SendGateVerdict` out. No clock, no tz database: the workers resolve IANA names (file I/O)

@@ -1,6 +1,6 @@
 """A seat's turns over the work controller: one tick's decision for one seat, how a turn's
 outcome settles, when that becomes an escalation to a person, and which session a command
-launch addresses (DESIGN.md section 10, seeds 002 and 003). Pure: time, randomness and new
+launch addresses (docs/architecture.md, "The work controller"). Pure: time, randomness and new
 ids arrive as arguments.
 
 - `tick_seat`: what a beat tick does for a seat. A running turn whose lease ran out is settled
@@ -8,7 +8,7 @@ ids arrive as arguments.
   queued turn nobody started is published again, then the controller decides; a `run` begins
   the seat's one turn and gives its id. A seat the controller has stopped for its failures
   escalates once, if its failures had not already escalated.
-- `settle_turn`: a turn's outcome applied to the controller, to seed 003's launch-failure
+- `settle_turn`: a turn's outcome applied to the controller, to the launch-failure
   streak (identical signatures only) and to the session record. On the launch that reaches
   the streak limit, and on every one after it, it escalates (the guardrails keep that from
   flooding); the next success clears it.
@@ -17,7 +17,7 @@ ids arrive as arguments.
   leaves its agent `lingering` on the record, and the next turn's worker looks at it first
   (on the same host: gone, or killed; elsewhere: its keeper has ended it by its lease). Until
   then the turn waits, and its record says why (`held`).
-- `plan_launch` / `after_launch`: seed 003's preflight and post-mortem for a command launch
+- `plan_launch` / `after_launch`: the resume preflight and post-mortem for a command launch
   with sessions: start a fresh conversation or resume the recorded one, rotate to a fresh id
   when the resume target is proven missing (outside the hourly budget) or by the window
   heuristic (inside it).
@@ -136,7 +136,7 @@ DEFAULT_PROJECT: Mapping[str, object] = {"started": True, "paused": False}
 
 
 def news_of(seat_id: str, seen: Observed, *, at_ms: int) -> dict[str, Any]:
-    """Seed 002's news for the controller: each tick's reading is a new observation. The
+    """The controller's news: each tick's reading is a new observation. The
     seat's durable work is its open backlog and its runnable work intents; its revision, the
     sum of two counters that only rise, rises with every item added and every write that
     leaves an intent runnable, so a turn that ended ok handles exactly what it began with."""
@@ -578,7 +578,7 @@ def settle_turn(
             escalate = replace(escalate, stopped=bool(ctl.status()["blocked"]))
             update.update(_raised(run, escalate, now_ms))
     elif outcome.kind != "interrupted":
-        update["streak"] = None  # evidence of work: seed 003's reset
+        update["streak"] = None  # evidence of work: the streak resets
         cleared = run.escalation
         update["escalation"] = None
     return Settled(run.model_copy(update=update), record, escalate, cleared)
@@ -745,7 +745,7 @@ def pending_escalation(run: SeatRun, *, now_ms: int) -> tuple[SeatRun, Escalatio
 # ---------------------------------------------------------------------- sessions
 
 
-LaunchMode = SessionMode  # seed 003's two ways a launch addresses its session
+LaunchMode = SessionMode  # the two ways a launch addresses its session
 
 
 @dataclass(frozen=True)
@@ -805,7 +805,7 @@ def after_launch(
     now_ms: int,
     uuid: Callable[[], str],
 ) -> AfterLaunch:
-    """Seed 003's post-mortem: rotate to a fresh id when the decision says so."""
+    """The launch post-mortem: rotate to a fresh id when the decision says so."""
     args: dict[str, object] = {
         "record": session.to_wire(),
         "mode": mode,

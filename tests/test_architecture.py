@@ -1,4 +1,5 @@
-"""The one dependency rule (DESIGN.md section 3), checked on the source with `ast`.
+"""The one dependency rule (docs/architecture.md, "The dependency rule"), checked on the source with
+`ast`.
 
 `contracts/` and `pipeline/` are pure: no I/O, no clock, no randomness, no Celery, Redis or
 HTTP. Dependencies point one way: workers -> pipeline -> contracts. Every violation is

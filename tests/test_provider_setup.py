@@ -1,7 +1,7 @@
-"""The Slack app manifest (deploy/slack/manifest.yaml) and the GitHub webhook setup in the README
-hold to what the code does: the scopes are exactly those of the Web API methods workers/ calls
-and of the events it reads, the bot events are those the normaliser accepts, and the request
-URL is the ingress's Slack route."""
+"""The Slack app manifest (deploy/slack/manifest.yaml) and the GitHub webhook setup in
+docs/security.md hold to what the code does: the scopes are exactly those of the Web API
+methods workers/ calls and of the events it reads, the bot events are those the normaliser
+accepts, and the request URL is the ingress's Slack route."""
 
 from __future__ import annotations
 
@@ -207,11 +207,11 @@ def test_the_request_urls_are_the_ingress_slack_routes_and_socket_mode_is_off() 
 
 
 def test_the_readme_names_every_github_event_the_normaliser_reads() -> None:
-    """The README's GitHub webhook setup selects each event SUPPORTED reads, by GitHub's name
+    """docs/security.md's GitHub webhook setup selects each event SUPPORTED reads, by GitHub's name
     for it, and points the hook at the ingress's GitHub route."""
     events = {event for event, _action in SUPPORTED}
     assert events == set(GITHUB_EVENT_LABELS), "a GitHub event has no label in this test"
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "security.md").read_text()
     rest = readme.split("\n### Setting up Slack and GitHub\n", 1)[1]
     section = " ".join(re.split(r"\n#{2,3} ", rest, maxsplit=1)[0].split())
     for event in sorted(events):

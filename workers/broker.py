@@ -1,4 +1,4 @@
-"""The Celery side of the broker: the reliability settings of DESIGN.md section 14, the beat
+"""The Celery side of the broker: the reliability settings (docs/reliability.md), the beat
 schedule, `publish`, and the wire format of a Celery message on a Redis broker, all derived
 from the stage table (workers/queues.py).
 

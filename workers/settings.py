@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     broker_url: str | None = None
     org_file: Path = BUNDLED_ORG
     api_token: SecretStr | None = None
-    # Outbound: which adapter sends asks, and whether anything is sent at all (DESIGN.md 8).
+    # Outbound: which adapter sends asks, and whether anything is sent at all.
     outbound: Literal["file", "slack", "webhook"] = "file"
     send_mode: Literal["off", "shadow", "on"] = "on"
     send_timeout_s: float = Field(default=10.0, gt=0, le=30)
@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     task_events: bool = True
     reservation_ttl_ms: int = Field(default=1_800_000, ge=1000)
     journal_deadline_ms: int = Field(default=300_000, ge=1000)
-    # Recovery (DESIGN.md section 14): how often beat sweeps the journal for overdue entries
+    # Recovery (docs/reliability.md): how often beat sweeps the journal for overdue entries
     # and releases due parked messages, how many entries one tick takes at most, and how
     # many deliveries of one stage's message run before it goes to the dead-letter queue.
     sweep_interval_s: float = Field(default=15.0, gt=0)
@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     # Beat's leader lease (workers/recovery/leader.py): renewed every quarter of it, so a
     # standby beat takes over at most 1.25 leases after the leader's last renewal.
     beat_lease_ms: int = Field(default=20_000, ge=1000)
-    # The goal steward (DESIGN.md section 9): how often beat runs it over every objective, how
+    # The goal steward (docs/architecture.md): how often beat runs it over every objective, how
     # long one objective's run lease and a COLLABORATE claim last, and the optional proposer
     # endpoint asked for candidates besides the playbook (its failures are audited).
     steward_interval_s: float = Field(default=300.0, gt=0)
@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     claim_lease_ms: int = Field(default=86_400_000, ge=1000)
     proposer_url: str | None = None
     proposer_timeout_s: float = Field(default=5.0, gt=0, le=30)
-    # The work controller (DESIGN.md section 10): how often beat decides every seat's next
+    # The work controller (docs/architecture.md): how often beat decides every seat's next
     # turn; the longest a turn may run (a launcher's own limit is cut to fit inside it, and
     # a turn still running past it plus the grace is settled as failed: its worker is gone);
     # and after how long a turn queued but never started is published again.
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     # The per-source rate limit on the writing routes (workers/ingress/ratelimit.py): a source
     # (a Slack team, a GitHub installation or repository, a /v1 caller) may send `burst`
     # requests at once and `rate_per_s` a second after that; beyond it, 429 with Retry-After.
-    # 0 turns it off (the default: a deployment sizes it; see the README).
+    # 0 turns it off (the default: a deployment sizes it; see docs/security.md).
     ingress_rate_per_s: float = Field(default=0.0, ge=0)
     ingress_rate_burst: int = Field(default=200, ge=1)
     inbound_retention_ms: int = Field(default=7 * 86_400_000, ge=3 * 86_400_000)

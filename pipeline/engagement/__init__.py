@@ -1,4 +1,6 @@
-"""The engagement decision (seed 000): whether a named person must act, who, where, in what words.
+"""The engagement decision: whether a named person must act, who, where, in what words.
+
+See docs/architecture.md, "Engagement".
 
 Pure: work and context in, an `EngagementDecision` out. No clock (``nowMs`` is required in
 the context), no I/O. The threshold: engage only when a specific, named person's action or

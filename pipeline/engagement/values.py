@@ -1,8 +1,9 @@
 """How the seed's JavaScript reads a loose value, in one place. Pure.
 
-A seat written against seed 000 sends plain JSON, and the seed reads it with JavaScript's
-rules: `x || ""`, `x || null`, `x || {}`, `x === true`. These helpers are those rules, so a
-camelCase mapping and the contract it validates to are read alike everywhere in the package.
+A seat written against the original JavaScript engagement module sends plain JSON, which that
+module read with JavaScript's rules: `x || ""`, `x || null`, `x || {}`, `x === true`. These
+helpers are those rules, so a camelCase mapping and the contract it validates to are read
+alike everywhere in the package.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The goal steward's decisions (seed 001): gap, admission, staffing. Pure: no I/O, no clock.
+"""The goal steward's decisions: gap, admission, staffing. Pure: no I/O, no clock.
+
+See docs/architecture.md, "The goal steward".
 
 One module per step, each callable alone with the seed's camelCase mappings or the contracts
 of `contracts.goals`, each returning a contract whose `to_wire()` is the seed's object:

@@ -1,4 +1,4 @@
-"""The gates between "the number is off" and "work exists" (seed 001): `admit`. Pure.
+"""The gates between "the number is off" and "work exists" (the steward's gates): `admit`. Pure.
 
 A steward that turns every gap into tasks is a spam generator, so a candidate becomes work only
 through these gates, judged in `GATES` order, the first failure deciding:

@@ -1,4 +1,4 @@
-"""Whose hands a piece of self-directed work needs (seed 001): `classify_work_item`. Pure.
+"""Whose hands a piece of self-directed work needs: `classify_work_item`. Pure.
 
 An admitted candidate is staffed one of four ways, by the first rule that applies:
 

@@ -1,6 +1,6 @@
 """How far an objective is from target, by its samples: `gap_for`. Pure: `now_ms` is an argument.
 
-The seed imports this from a module it does not ship; DESIGN.md section 9 and issue 10 pin it:
+The original steward imported this from a module it did not ship; issue 10 pins it:
 
 - `gap` is `target - value` for direction `up`, `value - target` for `down`, so a positive gap is
   off target on the bad side; None (with `value`) when there is no sample.

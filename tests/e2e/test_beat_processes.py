@@ -1,10 +1,10 @@
-"""Two beats with real processes on a redis-server of the test's own (RELIABILITY.md part (b)
-test 25, and issue 11 item 7): `seatwire beat` twice, the ingress and a worker under load.
-Never more than one scheduler sends ticks; when the leader's MAIN process is SIGKILLed no
-scheduler of it survives (Celery's `worker --beat` used to leave its beat child running),
-and the standby takes over within the lease and a poll; the killed beat, restarted as a
-supervisor would, stands by. Counts D, L, G and dead letters (all 0); run with -s to see the
-figures (takeover time, ticks by term, stale ticks refused)."""
+"""Two beats with real processes on a redis-server of the test's own (fault test 25 of
+docs/reliability.md, and issue 11 item 7): `seatwire beat` twice, the ingress and a worker under
+load. Never more than one scheduler sends ticks; when the leader's MAIN process is SIGKILLed no
+scheduler of it survives (Celery's `worker --beat` used to leave its beat child running), and the
+standby takes over within the lease and a poll; the killed beat, restarted as a supervisor would,
+stands by. Counts D, L, G and dead letters (all 0); run with -s to see the figures (takeover time,
+ticks by term, stale ticks refused)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Outbound faults end to end (RELIABILITY.md tests 1 and 15-20): the ingress, worker processes
-and beat as compose runs them, on real Redis, sending to the fake Slack server through the real
-Slack adapter. Every test reports the standard figures: D (send ids applied more than once),
-L (accepted reports with no final record), attempts per ask."""
+"""Outbound faults end to end (fault tests 1 and 15-20, docs/reliability.md): the ingress, worker
+processes and beat as compose runs them, on real Redis, sending to the fake Slack server through the
+real Slack adapter. Every test reports the standard figures: D (send ids applied more than once), L
+(accepted reports with no final record), attempts per ask."""
 
 from __future__ import annotations
 

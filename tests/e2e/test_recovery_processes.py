@@ -1,4 +1,4 @@
-"""Recovery with real processes (RELIABILITY.md part (b)): a poison message that kills its
+"""Recovery with real processes (docs/reliability.md): a poison message that kills its
 worker process every time ends in the dead-letter queue after 5 deliveries while other
 traffic flows (test 4), and a message lost from the broker is re-enqueued by the sweeper
 (test 6). Each prints its figures (run with -s to see them)."""

@@ -1,5 +1,5 @@
 """Redis faults with real processes on a redis-server each test starts on a free port (AOF,
-`appendfsync everysec`, `noeviction`, its own temp dir): RELIABILITY.md part (b) tests 8
+`appendfsync everysec`, `noeviction`, its own temp dir): fault tests 8 of docs/reliability.md
 (`kill -9 redis-server` under load, restart from the AOF), 10 (half-open Redis: SIGSTOP for
 20 s, then SIGCONT) and 14 (`maxmemory 32mb`, flooded). The ingress, two workers and beat (a
 1 s sweeper) run as processes; each test counts D, L and G (bench/chaos.py says how) and all

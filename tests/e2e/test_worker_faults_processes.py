@@ -1,9 +1,9 @@
-"""Worker faults with real processes on a redis-server of the test's own (RELIABILITY.md part
-(b) tests 2 and 3): SIGKILL of a worker's main process and rolling SIGTERM restarts, under
-load, with the ingress, two workers and beat (a 1 s sweeper). Each counts D (an ask written
-to the outbox twice), L (a report answered 202 with no final record) and G (a person asked
-more often than perTargetPerDay); all must be 0. Loads are scaled down from the plan's (see
-each test) to keep a test under a minute; run with -s to see the figures."""
+"""Worker faults with real processes on a redis-server of the test's own (fault tests 2 and 3 of
+docs/reliability.md): SIGKILL of a worker's main process and rolling SIGTERM restarts, under load,
+with the ingress, two workers and beat (a 1 s sweeper). Each counts D (an ask written to the outbox
+twice), L (a report answered 202 with no final record) and G (a person asked more often than
+perTargetPerDay); all must be 0. Loads are scaled down from the plan's (see each test) to keep a
+test under a minute; run with -s to see the figures."""
 
 from __future__ import annotations
 

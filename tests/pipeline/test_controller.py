@@ -1,4 +1,4 @@
-"""The work controller (issue 12 point 1, seed 002's work controller). Pure.
+"""The work controller (issue 12 point 1; docs/architecture.md). Pure.
 
 One test per reason a decision can give, the seed's rules around them (quiet interval and its
 jitter, the retry backoff, the failure limit, `retryable=False`, the announcement jitter, the

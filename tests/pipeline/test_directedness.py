@@ -1,4 +1,5 @@
-"""Directedness: every rule of DESIGN.md section 5, in order, against the seat's alias set."""
+"""Directedness: every rule (docs/architecture.md, "Directedness"), in order, against the seat's
+alias set."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Unit tests for the engagement decision (seed 000): triggers, target ladder, surface, ask.
+"""Unit tests for the engagement decision (docs/architecture.md): triggers, target ladder, surface,
+ask.
 
 Pure: no server, no clock. Every expectation is the seed's behaviour (its code and the
 branches its comments describe); fixtures are small literal dicts in the seed's camelCase.

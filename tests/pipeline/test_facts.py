@@ -1,5 +1,6 @@
 """A seat's facts for one event (from the org file, what was learned, and the delivery's
-audience), and what an event teaches: the membership and thread rules of DESIGN.md section 5."""
+audience), and what an event teaches: the membership and thread rules of directedness
+(docs/architecture.md)."""
 
 from __future__ import annotations
 

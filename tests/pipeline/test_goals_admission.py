@@ -1,4 +1,4 @@
-"""Unit tests for the admission gates and the gap decision table (seed 001, admission.test.mjs).
+"""Unit tests for the admission gates and the gap decision table (docs/architecture.md).
 
 Pure: no server, no clock. The first block ports each seed case; the rest pin the seed's
 wording, Seatwire's money rule, and the properties the steward run relies on.

@@ -1,4 +1,4 @@
-"""Unit tests for staffing self-directed work (seed 001, classify.test.mjs): whose hands it needs.
+"""Unit tests for staffing self-directed work (docs/architecture.md): whose hands it needs.
 
 Pure. The first block ports each seed case; the rest pin `collaborators_of`, the wire shape and
 the contracts.

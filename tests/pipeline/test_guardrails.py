@@ -1,4 +1,4 @@
-"""Unit tests for the engagement ledger's limits (DESIGN.md section 7).
+"""Unit tests for the engagement ledger's limits (docs/architecture.md, "Guardrails").
 
 Pure: ledgers are literal rows, `now_ms` is a constant. Each limit is shown to refuse with its
 code, the order between adjacent limits is pinned, and the window edges are exact.

@@ -1,4 +1,4 @@
-"""Unit tests for the send stage's decisions (pipeline/send.py, DESIGN.md section 8).
+"""Unit tests for the send stage's decisions (pipeline/send.py; docs/architecture.md).
 
 Pure: begin_send replies, gate verdicts and failures are literal contracts, `now_ms` is a
 constant and the random draw is an argument. The tables pin every branch the send stage

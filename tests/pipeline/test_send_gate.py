@@ -1,4 +1,4 @@
-"""Unit tests for the send gate (DESIGN.md section 8).
+"""Unit tests for the send gate (docs/architecture.md, "The send stage").
 
 Pure: asks are literal contracts, `now_ms` is a constant, and zones are real tz database
 zones adapted here the way the workers adapt them (zoneinfo is file I/O, so pipeline/ only

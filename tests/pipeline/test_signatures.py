@@ -1,5 +1,5 @@
-"""Webhook signatures (RELIABILITY.md test 27): the right ones pass; every malformed, stale or
-forged one is refused with a reason and never raises."""
+"""Webhook signatures (fault test 27, docs/reliability.md): the right ones pass; every malformed,
+stale or forged one is refused with a reason and never raises."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A first delivery's start runs in the stage's first script (the engagement stage's decision
 record, the send stage's send_begin): one round trip fewer per stage. A redelivery is still
-counted apart, before its body and before the `before_claim` point, so a message that keeps
-killing its process is dead-lettered at the cap (RELIABILITY.md test 4); a sweeper copy at
-the cap is dead-lettered by the stage's own script, with nothing recorded."""
+counted apart, before its body and before the `before_claim` point, so a message that keeps killing
+its process is dead-lettered at the cap (fault test 4, docs/reliability.md); a sweeper copy at the
+cap is dead-lettered by the stage's own script, with nothing recorded."""
 
 from __future__ import annotations
 
@@ -147,8 +147,8 @@ def test_a_first_delivery_of_a_dead_entry_touches_nothing(
 def test_a_message_that_kills_its_process_is_still_counted_to_the_cap(
     worker: tuple[Celery, Container], redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RELIABILITY.md test 4 in process: the process dies at `before_claim` on every delivery.
-    The first dies with nothing written (not even the running mark); each redelivery is
+    """Fault test 4 (docs/reliability.md) in process: the process dies at `before_claim` on every
+    delivery. The first dies with nothing written (not even the running mark); each redelivery is
     counted before it dies; the fifth is dead-lettered and never reaches the point."""
     app, container = worker
     env = accept_work(container.journal, "t-poison")

@@ -1,9 +1,9 @@
-"""The Redis guardrail path agrees with the pure specification (DESIGN.md section 7).
+"""The Redis guardrail path agrees with the pure specification (docs/architecture.md, "Guardrails").
 
 (a) A differential property test: random ledgers are loaded into a REAL Redis exactly as the
     scripts would have left them, one more ask is reserved through `Ledger.reserve`, and the
     verdict must equal `check_guardrails` on the same rows.
-(b) A `RuleBasedStateMachine` (RELIABILITY.md test 23) drives the real scripts through
+(b) A `RuleBasedStateMachine` (fault test 23) drives the real scripts through
     reserve, replay, send, failure, ambiguity and the passage of time against a Python model.
 
 Example counts scale with SEATWIRE_HYPOTHESIS_SCALE (default 1: 300 and 100 examples).

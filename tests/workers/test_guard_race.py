@@ -1,4 +1,4 @@
-"""The guardrail race (RELIABILITY.md test 23): worker PROCESSES reserve at once on a REAL Redis.
+"""The guardrail race (fault test 23): worker PROCESSES reserve at once on a REAL Redis.
 
 Each process opens its own Redis client and its own `Ledger`, waits at a barrier, then fires
 its share of asks; the clock is Redis TIME, as in production. The per-person limit must hold

@@ -1,8 +1,8 @@
 """Behaviour of the engagement ledger store (`workers.stores.Ledger`) against a REAL Redis.
 
 Every time is explicit (`now_ms`), so reservation expiry, send leases and the rolling windows
-are exercised exactly. DESIGN.md sections 7, 8 and 14; RELIABILITY.md test 12 (a re-sent
-EVALSHA must not reserve twice).
+are exercised exactly. docs/architecture.md ("Guardrails", "The send stage") and
+docs/reliability.md; fault test 12 there (a re-sent EVALSHA must not reserve twice).
 """
 
 from __future__ import annotations

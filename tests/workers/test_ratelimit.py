@@ -1,6 +1,6 @@
-"""The per-source rate limit on the ingress, in process on a real Redis (RELIABILITY.md test
-30): a source past its burst is answered 429 with Retry-After and nothing of it is journalled;
-every event answered 2xx is journalled and queued; other sources are not slowed by it; a
+"""The per-source rate limit on the ingress, in process on a real Redis (fault test 30,
+docs/reliability.md): a source past its burst is answered 429 with Retry-After and nothing of it is
+journalled; every event answered 2xx is journalled and queued; other sources are not slowed by it; a
 forged request spends nobody's budget; once Retry-After has passed the source is served."""
 
 from __future__ import annotations

@@ -195,9 +195,9 @@ def test_mentions_without_their_name_in_the_text_lead_the_message() -> None:
 
 
 def test_18_run_a_the_sdks_default_retry_would_have_posted_twice(slack: FakeSlack) -> None:
-    """RELIABILITY.md test 18, run A: slack_sdk's default handler re-sends after a reset, so
-    a post that was applied lands twice. This is why the adapter posts with retries off (run
-    B is the end-to-end test, which sees one post)."""
+    """Fault test 18 (docs/reliability.md), run A: slack_sdk's default handler re-sends after a
+    reset, so a post that was applied lands twice. This is why the adapter posts with retries off
+    (run B is the end-to-end test, which sees one post)."""
     from slack_sdk import WebClient
 
     slack.script("chat.postMessage", [apply_then_reset()])

@@ -1,6 +1,6 @@
-"""The project's start, pause, resume and announcements (issue 13, seed 002's project-wide
-items), for an operator. Each sets the project's flag (if it has one) and puts one item in
-every seat's inbox, in one step (workers/stores/project.py).
+"""The project's start, pause, resume and announcements (issue 13, the project-wide
+items of `get_updates`), for an operator. Each sets the project's flag (if it has one) and
+puts one item in every seat's inbox, in one step (workers/stores/project.py).
 
     POST /v1/project/start | pause | resume    {by?}
     POST /v1/project/announcements             {body, by?}

@@ -1,5 +1,5 @@
-"""The per-source rate limit on the writing routes (RELIABILITY.md test 30): a source that sends
-more than its budget is answered 429 with Retry-After before anything is journalled, so a
+"""The per-source rate limit on the writing routes (fault test 30, docs/reliability.md): a source
+that sends more than its budget is answered 429 with Retry-After before anything is journalled, so a
 limited request is never accepted and an accepted one is never dropped.
 
 A source is who a route says sent the request, and only once the route's own check holds

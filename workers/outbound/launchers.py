@@ -1,4 +1,4 @@
-"""The launchers a seat's turn runs with (issue 12 point 5, DESIGN.md section 10), as the org
+"""The launchers a seat's turn runs with (issue 12 point 5, docs/architecture.md), as the org
 file configures them per seat (`launcher: {kind, ...}`):
 
 - `noop`, the default: the turn is `ok` at once and nothing else happens. The seat's inbox is
@@ -9,7 +9,7 @@ file configures them per seat (`launcher: {kind, ...}`):
   is the outcome; a 202 means the runtime reports it later at
   `POST /v1/seats/{seat}/turns/{turn}/outcome`; anything else is a failed launch with its
   signature (`http:status:503`, `http:timeout`, `http:unreachable`, `http:bad_reply`).
-- `command`: seed 003's launch. The session this launch addresses (a fresh id, or a resume
+- `command`: an agent CLI's launch. The session this launch addresses (a fresh id, or a resume
   of the recorded one, rotated first when the resume-target preflight proves it missing), the
   subprocess (workers/outbound/command.py: argv never through a shell, the time limit kills
   the process group), its exit code and output tail classified, and the post-mortem rotation.

@@ -1,5 +1,5 @@
 """The proposer client: asks a configured endpoint (`SEATWIRE_PROPOSER_URL`) for work
-candidates for one objective's gap (issue 10 point 2, DESIGN.md section 9). Not pure: HTTP.
+candidates for one objective's gap (issue 10 point 2, docs/architecture.md). Not pure: HTTP.
 
 A proposer only proposes. What it returns is a list of `Proposal(source="proposer")` that the
 planner (`pipeline.goals.steward.plan_run`) puts through every admission gate after the

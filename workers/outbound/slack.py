@@ -1,13 +1,13 @@
 """The `slack` outbound adapter, on slack_sdk's WebClient, against Slack or any server that
 speaks its Web API (`SEATWIRE_SLACK_API_URL`).
 
-Slack's `chat.postMessage` has no idempotency key (RELIABILITY.md point 7), so exactly-once is
+Slack's `chat.postMessage` has no idempotency key (docs/reliability.md), so exactly-once is
 built from three things: the send stage records its intent before this adapter is called; each
 post carries the ask's idempotency id in its message `metadata`; and a try whose outcome is
 unknown is followed by `reconcile`, which reads the conversation's recent history for that id
 before anything is posted again. The posting client has the SDK's retry handlers OFF: its
 default handler re-sends after a connection reset, which is a duplicate when the first post
-was applied (RELIABILITY.md test 18).
+was applied (fault test 18, docs/reliability.md).
 
 Every failure is typed for the send stage:
 - `NotSent` (send again, after `retry_after_s` when Slack gave one): 429 and `ratelimited`,

@@ -1,4 +1,4 @@
-"""Named crash points for the fault tests (RELIABILITY.md tests 1 and 4). Inert in production.
+"""Named crash points for fault tests 1 and 4 (docs/reliability.md). Inert in production.
 
 `crash_point(stage, point, tracking_id)` kills its own process with SIGKILL, the way an OOM kill
 or a segfault would, when `SEATWIRE_FAULTPOINTS` names that point. The variable is a

@@ -113,8 +113,8 @@ class StageTask(CeleryTask):  # type: ignore[misc]  # celery ships no type hints
         # message is dead-lettered and this returns normally, so Celery acks it and stops.
         # A redelivery's count comes before the `before_claim` crash point too: a message
         # that killed its process there, ahead of the count, would be requeued forever
-        # (RELIABILITY.md test 4). A start the stage's first script runs instead (`start_in`,
-        # `Start` says when) is handed to the body on its request.
+        # (fault test 4, docs/reliability.md). A start the stage's first script runs instead
+        # (`start_in`, `Start` says when) is handed to the body on its request.
         message = args[0] if args else None
         tracking_id = tracking_id_of(message)
         info = self.request.delivery_info or {}
@@ -229,8 +229,9 @@ class Start:
     Where (`StageTask.start_in`, given to `register_stage`):
     - `always`: every start (the guardrail stage, whose first script is its reservation).
       The `before_claim` crash point follows the admission, so the count still comes before
-      it (RELIABILITY.md test 4): for that stage the point comes after the reservation. The
-      body before the script only validates the message: nothing there runs on what it says.
+      it (fault test 4, docs/reliability.md): for that stage the point comes after the
+      reservation. The body before the script only validates the message: nothing there
+      runs on what it says.
     - `first`: a first delivery's (the engagement stage's decision record, the send stage's
       send_begin). A first delivery counts nothing (the count is of REdeliveries), so what
       its start adds there is the running mark and the check that the entry is not dead; its

@@ -54,7 +54,7 @@ class Engagement:
     ledger: Ledger
     org: OrgSource
     clock_ms: Callable[[], int] = now_ms
-    # DESIGN.md section 8: `off` decides nothing, `shadow` decides and records what it would
+    # The send mode: `off` decides nothing, `shadow` decides and records what it would
     # have sent without sending, `on` sends. Each is written down, never silent.
     mode: SendMode = "on"
     # With a broker that is the stores' Redis, an engaging decision is recorded together with

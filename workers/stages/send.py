@@ -2,7 +2,7 @@
 
 The op goes `reserved -> sending` under a lease and a fencing token before any wire call; a
 try in doubt reconciles before it posts; the send gate decides whether the ask may go
-(DESIGN.md section 8). Every decision is pipeline/send.py's, pure: the handler loads (Redis,
+(docs/architecture.md). Every decision is pipeline/send.py's, pure: the handler loads (Redis,
 the adapter's look-up, the gate), asks it for the step, and applies the step. The task turns
 a try that did not get through into a `SendFailure`, asks `plan_retry` when it runs again,
 and applies that plan.

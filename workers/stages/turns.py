@@ -1,4 +1,4 @@
-"""The turns stage: one seat's turn, launched (issue 12 points 5 and 6, DESIGN.md section 10).
+"""The turns stage: one seat's turn, launched (issue 12 points 5 and 6; docs/architecture.md).
 
 A turn message names a seat and the turn the work controller began for it. The turn starts
 only if it is still the seat's queued turn (a compare-and-set on the seat's record: a copy of

@@ -1,4 +1,4 @@
-"""The one claim system (issue 13 point 1, issue 10 point 2, DESIGN.md section 9): who owns a
+"""The one claim system (issue 13 point 1, issue 10 point 2; docs/tools.md): who owns a
 claim subject, in Redis, so that two seats can never both own it, whichever door they use.
 
 A subject is `issue:<n>` (a repository issue) or `item:<id>` (a COLLABORATE backlog item

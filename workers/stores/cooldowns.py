@@ -11,7 +11,7 @@ from workers.stores import keys
 class ChannelCooldowns:
     """Slack rate-limits posting per conversation: after a 429 in one, every worker holds its
     posts there until the Retry-After has passed, not only the try that got the 429
-    (RELIABILITY.md test 15). One key per conversation, expiring with the wait."""
+    (fault test 15, docs/reliability.md). One key per conversation, expiring with the wait."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client

@@ -2,7 +2,7 @@
 
 Redis has no dead-letter exchange (`Reject(requeue=False)` on Redis deletes the message), and
 `task_reject_on_worker_lost` requeues a message that kills its process forever (celery#9082).
-So the cap and the queue are Seatwire's own (RELIABILITY.md design implications 5 and 6):
+So the cap and the queue are Seatwire's own (docs/reliability.md):
 
 - A stage message is dead-lettered after `max_deliveries` deliveries that a worker STARTED
   (`worker_lost_loop`: kombu marks a message it puts back `redelivered`; `stuck`: a sweeper

@@ -1,5 +1,5 @@
-"""A seat's inbox (DESIGN.md section 5, seed 002's get_updates): directed events held by
-integer position until the seat acknowledges them.
+"""A seat's inbox (docs/architecture.md, "Directedness"; the tool `get_updates`): directed
+events held by integer position until the seat acknowledges them.
 
 A read returns the unacknowledged items oldest first, with `has_more`: at most 50 items, and at
 most 64 KB as the reader receives the page (the whole page in its transport's encoding, which

@@ -1,4 +1,4 @@
-"""Each seat's work intents (issue 13, seed 002's `record_work_intent`): its durable recovery
+"""Each seat's work intents (issue 13, the tool `record_work_intent`): its durable recovery
 checkpoints, and the counters the work controller reads as the seat's durable work.
 
 A seat has a hash `keys.intents(seat)` of intent id -> the intent's record JSON (with its

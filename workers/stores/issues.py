@@ -1,4 +1,4 @@
-"""Issue coordination in Redis (issue 13, seed 002's `coordinate_issue`): per repository issue
+"""Issue coordination in Redis (issue 13, the tool `coordinate_issue`): per repository issue
 number, one owner at a time, its contributors and followers, work-state reports, and what the
 inbound stream observed of the number on GitHub. The rules are pipeline/issues.py's.
 

@@ -16,7 +16,7 @@ LEDGER_SEATS = f"{PREFIX}ledger:seats"  # set of seat ids that have a ledger str
 STATS = f"{PREFIX}stats"
 PENDING = f"{PREFIX}g:pending"  # zset opId -> reservation expiry ms
 OP_PREFIX = f"{PREFIX}g:op:"
-# The delivery cap, the dead-letter queue and the parking lot (DESIGN.md section 14).
+# The delivery cap, the dead-letter queue and the parking lot (docs/reliability.md).
 DLQ = f"{PREFIX}dlq"  # zset dlqId -> dead-lettered at ms; each one's record is dead_letter(id)
 PARKED = f"{PREFIX}park"  # zset taskId -> due ms, stage messages waiting to be re-enqueued
 PARKED_MESSAGES = f"{PREFIX}park:msg"  # hash taskId -> the parked message and why (JSON)

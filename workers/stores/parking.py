@@ -1,8 +1,8 @@
 """The parking lot: stage messages that must wait longer than a Celery retry may.
 
-A long countdown or ETA breaks on Redis (RELIABILITY.md P4): the worker holds the message
-unacked while it waits, and past the visibility timeout the broker hands it to another worker
-too. So a wait longer than the retry cap (a Slack Retry-After, a quiet-hours deferral) parks
+A long countdown or ETA breaks on Redis (fault test 26, docs/reliability.md): the worker holds the
+message unacked while it waits, and past the visibility timeout the broker hands it to another
+worker too. So a wait longer than the retry cap (a Slack Retry-After, a quiet-hours deferral) parks
 the message here instead: a sorted set scored by due time, one entry per (task, tracking id).
 Beat's tick (workers/recovery/parking.py `release_due`) re-publishes each due message under
 its deterministic task id.

@@ -1,4 +1,4 @@
-"""The project's own state and its project-wide items (issue 13, seed 002's get_updates):
+"""The project's own state and its project-wide items (issue 13, in `get_updates`):
 start, pause, resume and announcements, each put in front of every seat at once.
 
 The flags live in `keys.PROJECT` (`started`, `paused`); they are what `get_project` shows and

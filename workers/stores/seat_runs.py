@@ -1,4 +1,4 @@
-"""The work controller's records, one per seat (issue 12 point 3, DESIGN.md section 10): the
+"""The work controller's records, one per seat (issue 12 point 3; docs/architecture.md): the
 controller state, the turn in flight, the launch-failure streak, the session record, the last
 turns, and the operator's pause and steering, as ONE value per seat, `keys.seat_run(seat)`
 (`rev`, `doc`), with its last finished turns in a list beside it (`keys.seat_turns(seat)`).

@@ -1,4 +1,4 @@
-"""A seat's coordination tools (issue 13, seed 002's project-tools.json), one module per
+"""A seat's coordination tools (issue 13, project-tools.json; docs/tools.md), one module per
 group, each registering its tools in `base.REGISTRY` when imported; `load()` imports them all.
 """
 

@@ -108,7 +108,7 @@ def call(ctx: ToolContext, name: str, arguments: Mapping[str, Any] | None) -> di
             raise ToolError(
                 "not_implemented",
                 f"{name} is one of the seed's tools that Seatwire does not serve yet: nothing "
-                "was done (see the README's list of tools)",
+                "was done (see the list of tools in docs/tools.md)",
                 status=501,
             )
         raise ToolError("unknown_tool", f"there is no tool {name!r}", status=404)

@@ -1,4 +1,4 @@
-"""`find_work` (issue 13, seed 002): the GitHub Issues, pull requests and milestones of the
+"""`find_work` (issue 13, docs/tools.md): the GitHub Issues, pull requests and milestones of the
 project's repository as the inbound stream observed them (workers/stores/work.py), never
 read from GitHub. Filtered by kind (default issue), state (default open), an exact label and
 a milestone number (Issues and pull requests only), in number order, at most 20 items or

@@ -1,4 +1,4 @@
--- Check every guardrail limit and reserve a place, as ONE atomic step (DESIGN.md section 7).
+-- Check every guardrail limit and reserve a place, as ONE atomic step (docs/architecture.md).
 -- Idempotent per operation id: a re-sent EVALSHA (redis-py retries after a lost reply)
 -- returns the verdict already given instead of reserving twice.
 -- A place held now pushes the send stage's message with it, when one is given
