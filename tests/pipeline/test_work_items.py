@@ -22,10 +22,7 @@ from pipeline.work_items import (
     summaries_of,
 )
 
-REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "github"
-if not REALWORLD.is_dir():
-    REALWORLD = Path("/work/shared/realworld/github")
-needs_realworld = pytest.mark.skipif(not REALWORLD.is_dir(), reason="realworld payloads absent")
+REALWORLD = Path(__file__).resolve().parents[1] / "data" / "realworld" / "github"
 REPO = "Codertocat/Hello-World"
 
 
@@ -38,7 +35,6 @@ def read(event: str, payload: dict[str, Any], repository: str = REPO) -> list[An
     return summaries_of(event, payload, repository=repository, received_at_ms=77)
 
 
-@needs_realworld
 def test_an_issue_and_its_embedded_milestone() -> None:
     issue, milestone = read("issues", real("issues.opened.json"))
     assert (issue.kind, issue.number, issue.state, issue.labels) == ("issue", 1, "open", ("bug",))
@@ -50,7 +46,6 @@ def test_an_issue_and_its_embedded_milestone() -> None:
     assert "labels" not in milestone.doc() and milestone.doc()["openIssues"] == 1
 
 
-@needs_realworld
 def test_pull_requests_draft_and_merged() -> None:
     (pr,) = read("pull_request", real("pull_request.converted_to_draft.json"))
     assert (pr.kind, pr.number, pr.draft, pr.merged) == ("pull_request", 2, True, False)
@@ -69,7 +64,6 @@ def test_pull_requests_draft_and_merged() -> None:
     assert [(s.kind, s.number) for s in found] == [("pull_request", 2), ("milestone", 1)]
 
 
-@needs_realworld
 def test_removals_other_repositories_and_other_events() -> None:
     (gone, _ms) = read("issues", real("issues.deleted.json"))
     assert gone.removed and gone.number == 1 and gone.doc()["removed"] is True

@@ -2,7 +2,7 @@
 Redis, through the real routes: a seat opens a direction with `open_decision`; the policy's
 `channelId` has the same step journal its post, which the guardrail and send stages take like
 any ask (exactly once, into the sent-message index); a signed Slack reply in the post's thread
-(the shape of ../shared/realworld/slack/message.bolt.user_reply.json) goes through
+(the shape of tests/data/realworld/slack/message.bolt.user_reply.json) goes through
 `/webhooks/slack` and the directedness stage, which counts it as its author's vote, weight 2.
 A redelivery counts once; a later reply changes the vote; a reply that is no vote, from no
 member, from a seat, or at the deadline is written into the direction's log with its code."""
@@ -59,9 +59,7 @@ decisions: {{ownerId: ava, minCountdownSeconds: 60, channelId: {CHANNEL}}}
 """
 REPLY = json.loads(
     (
-        Path(__file__).resolve().parents[3] / "shared/realworld/slack/message.bolt.user_reply.json"
-        if (Path(__file__).resolve().parents[3] / "shared/realworld").is_dir()
-        else Path("/work/shared/realworld/slack/message.bolt.user_reply.json")
+        Path(__file__).resolve().parents[1] / "data/realworld/slack/message.bolt.user_reply.json"
     ).read_text()
 )
 

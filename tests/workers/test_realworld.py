@@ -1,4 +1,4 @@
-"""Every payload of ../shared/realworld (the providers' own SDK fixtures and webhook examples,
+"""Every payload of tests/data/realworld (the providers' own SDK fixtures and webhook examples,
 and the derived variants) sent signed to the real routes, in process, on a real Redis, and
 the directedness stage run on what they queue: a 200 (or the documented 4xx), never a 5xx,
 every accepted event final in its trace, the verdict a user of that provider expects for the
@@ -6,9 +6,10 @@ ones that address a seat, and a seat's own message never in its own inbox. The S
 interactivity payloads (none of them a click on an ask's button) are sent form-encoded and
 signed to the interactions route: each a 200 with an empty body that changes nothing.
 
-The org is SOURCES.md's pass A (Slack bot user W111 and GitHub `octocat` are seat scout,
-U0LAN0Z89 is seat tally, `Codertocat` is a person) or pass B (`Codertocat` is scout). The
-Slack app's `bot_id` (BZYBOTHED in bolt's fixtures) is learned as `auth.test` reports it."""
+The org is pass A of tests/data/realworld/README.md (Slack bot user W111 and GitHub
+`octocat` are seat scout, U0LAN0Z89 is seat tally, `Codertocat` is a person) or pass B
+(`Codertocat` is scout). The Slack app's `bot_id` (BZYBOTHED in bolt's fixtures) is learned
+as `auth.test` reports it."""
 
 from __future__ import annotations
 
@@ -48,14 +49,10 @@ from workers.stores import keys
 if TYPE_CHECKING:
     import httpx2  # what Starlette's TestClient is built on (for the annotations only)
 
-REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld"
-if not REALWORLD.is_dir():  # the worktree may sit elsewhere; the shared folder is /work/shared
-    REALWORLD = Path("/work/shared/realworld")
+REALWORLD = Path(__file__).resolve().parents[1] / "data" / "realworld"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # What Slack's auth.test answers for the app in bolt's fixtures (test_events_ignore_self).
 AUTH_TEST = {"ok": True, "user_id": "W111", "bot_id": "BZYBOTHED"}
-
-pytestmark = pytest.mark.skipif(not REALWORLD.is_dir(), reason="../shared/realworld is absent")
 
 
 def payloads(folder: str) -> list[Path]:
@@ -63,8 +60,8 @@ def payloads(folder: str) -> list[Path]:
 
 
 def github_event(path: Path) -> str:
-    """X-GitHub-Event for a file: SOURCES.md's `<event>.<example>.json`, derived ones after
-    their `github.` prefix."""
+    """X-GitHub-Event for a file: `<event>.<example>.json` (tests/data/realworld/README.md),
+    derived ones after their `github.` prefix."""
     name = path.name.removeprefix("github.")
     return name.split(".", 1)[0]
 

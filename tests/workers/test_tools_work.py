@@ -38,10 +38,7 @@ ORG = (
     "members:\n  - {id: s0, displayName: Seat s0}\n"
     "seats:\n  - {memberId: s0}\n"
 )
-REALWORLD = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "github"
-if not REALWORLD.is_dir():
-    REALWORLD = Path("/work/shared/realworld/github")
-needs_realworld = pytest.mark.skipif(not REALWORLD.is_dir(), reason="realworld payloads absent")
+REALWORLD = Path(__file__).resolve().parents[1] / "data" / "realworld" / "github"
 DELIVERIES = count(1)
 
 
@@ -94,7 +91,6 @@ def numbers(body: dict[str, Any]) -> list[int]:
     return [item["number"] for item in body["items"]]
 
 
-@needs_realworld
 def test_an_opened_issue_is_found_with_its_milestone(built: Any) -> None:
     """issues.opened of the project's repository: the Issue (open, label bug, milestone 1)
     and the milestone it embeds (closed, its counts); the coverage note says partial."""
@@ -124,7 +120,6 @@ def test_an_opened_issue_is_found_with_its_milestone(built: Any) -> None:
     assert find(built, kind="milestone")["items"] == []
 
 
-@needs_realworld
 def test_a_state_change_moves_the_item_and_a_stale_redelivery_changes_nothing(
     built: Any, redis_client: redis.Redis
 ) -> None:
@@ -149,7 +144,6 @@ def test_a_state_change_moves_the_item_and_a_stale_redelivery_changes_nothing(
     assert redis_client.zcard(keys.work_expiry("issue")) == 0
 
 
-@needs_realworld
 def test_the_same_second_later_content_wins_but_a_redelivery_is_a_duplicate(
     built: Any,
 ) -> None:
@@ -168,7 +162,6 @@ def test_the_same_second_later_content_wins_but_a_redelivery_is_a_duplicate(
     assert container.work.observe(again) == "duplicate"
 
 
-@needs_realworld
 def test_pull_requests_draft_merged_and_labels(built: Any) -> None:
     client = built[0]
     post(client, "pull_request", real("pull_request.opened.json"))
@@ -234,7 +227,6 @@ def test_milestone_events_and_deletion(built: Any) -> None:
     assert find(built, kind="milestone")["items"] == []
 
 
-@needs_realworld
 def test_another_repository_and_a_deleted_issue(built: Any) -> None:
     client = built[0]
     post(client, "issues", real("issues.opened.json", repo="other/repo"))
