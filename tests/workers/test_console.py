@@ -444,3 +444,51 @@ def test_the_search_box_finds_an_ask(world: World) -> None:
     assert w.client.get(found.headers["location"]).status_code == 200
     none = w.client.get("/console/search", params={"q": "nothing-like-it"})
     assert none.status_code == 404
+
+
+# ------------------------------------------------------------------ steward
+
+REVIEW, INVOICES = "review-turnaround", "invoices-paid-on-time"
+NUDGE = "Nudge reviewers on pull requests waiting over a day"
+
+
+@pytest.fixture
+def example_org(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[World]:
+    """The console over examples/org.yaml (its objectives and playbooks)."""
+    settings = Settings(redis_url=redis_url, api_token=TOKEN, outbox_path=tmp_path / "o.jsonl")
+    app = create_app(settings, register=False)
+    container = bootstrap.build_container(settings, app=app, client=redis_client)
+    clock = Clock(NOW)
+    links = AnswerLinks.of(settings)
+    assert links is not None
+    with TestClient(create_ingress(container, app, clock_ms=clock)) as client:
+        yield World(client, container, clock, links, redis_client)
+
+
+def test_the_steward_page_records_an_override_by_the_admit_rules(example_org: World) -> None:
+    w = example_org
+    csrf = operator(w)
+    page = w.client.get("/console/steward")
+    assert page.status_code == 200 and REVIEW in page.text and "The audit is empty" in page.text
+    form = {"csrf": csrf, "objective": REVIEW, "candidate": NUDGE, "by": "ava"}
+    refusals = [
+        ({**form, "reason": "r", "objective": INVOICES}, 409, "objective"),
+        ({**form, "reason": "r", "by": "nobody"}, 422, "by"),
+        ({**form, "reason": "r", "candidate": "Rewrite billing"}, 422, "candidate"),
+        ({**form, "reason": ""}, 422, "reason"),
+    ]
+    for data, status, field in refusals:
+        resp = w.client.post("/console/steward/overrides", data=data)
+        assert resp.status_code == status and f"Refused, nothing written: {field}" in resp.text
+    assert w.container.overrides.list(None, 10) == []
+    done = w.client.post(
+        "/console/steward/overrides", data={**form, "reason": "release week", "gate_wip": "on"}
+    )
+    assert done.status_code == 200 and "Override recorded" in done.text
+    (override,) = w.container.overrides.list(REVIEW, 10)
+    assert override.gates == ("wip",) and override.by == "ava"
+    assert "release week" in w.client.get("/console/steward", params={"objective": REVIEW}).text
+    no_csrf = w.client.post(
+        "/console/steward/overrides", data={**form, "reason": "again", "csrf": "wrong"}
+    )
+    assert no_csrf.status_code == 403

@@ -11,6 +11,7 @@ functions the `/v1` routes and the CLI use.
     GET  /console/ledger[?filters]       ledger rows; /console/ledger/{seat}/{entry} one row
     GET  /console/asks, /console/work/{trackingId}, /console/trace/{deliveryId},
          /console/search?q=              asks, a report's journey, an event's trace, a search
+    GET  /console/steward, POST /console/steward/overrides   objectives, audit, an override
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from kombu.exceptions import OperationalError
+from pydantic import ValidationError
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from contracts import Seat
 from contracts.asks import Ask
 from contracts.guardrails import LedgerRow, Outcome
+from contracts.steward import OVERRIDABLE_GATES
 from pipeline.answer_links import LinkRefused
 from pipeline.asks import AnswerIn
 from pipeline.turns import CONTROLS, Control, status_of, summary_of
@@ -62,6 +65,7 @@ from workers.stages.answers import Answers
 from workers.status import ask_figures, cluster_status, work_status
 from workers.stores.asks import AskContended, AskMissing
 from workers.stores.console import ConsoleSession
+from workers.stores.overrides import OverrideRefused
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
@@ -700,3 +704,78 @@ async def search(request: Request, q: str = "") -> Response:
     if found is None:
         raise ConsoleError(404, "Nothing found", f"No ask, tracking id or delivery id is {q!r}.")
     return redirect(found)
+
+
+# ------------------------------------------------------------------ steward
+
+STEWARD_LINES = 100
+
+
+def _steward_page(
+    request: Request, session: ConsoleSession, code: int = 200, **extra: Any
+) -> Response:
+    deps = deps_of(request)
+    objective = request.query_params.get("objective", "").strip() or None
+    objectives = deps.container.org.current()[0].org.objectives
+    if objective is not None and objective not in {o.key for o in objectives}:
+        raise ConsoleError(404, "No such objective", f"The org has no objective {objective!r}.")
+    audit = deps.container.audit.read(objective, STEWARD_LINES)
+    overrides = deps.container.overrides.list(objective, STEWARD_LINES)
+    return render(
+        request,
+        "steward.html",
+        code,
+        session=session,
+        objectives=objectives,
+        objective=objective or "",
+        audit=audit,
+        overrides=overrides,
+        gates=OVERRIDABLE_GATES,
+        **extra,
+    )
+
+
+@router.get("/steward")
+async def steward(request: Request) -> Response:
+    session = operator_session(request)
+    return await run_in_threadpool(_steward_page, request, session)
+
+
+@router.post("/steward/overrides")
+async def steward_override(request: Request) -> Response:
+    """An override, with the rules of `seatwire steward admit` (the overrides store's
+    `submit`): its refusal is shown on the page, nothing written."""
+    session = operator_session(request)
+    deps = deps_of(request)
+    fields = await form_of(request)
+    check_csrf(fields, session.csrf)
+    gates = [g for g in OVERRIDABLE_GATES if fields.get(f"gate_{g}") == "on"]
+    wanted: dict[str, object] = {
+        "objective": fields.get("objective", ""),
+        "candidate": fields.get("candidate", ""),
+        "by": fields.get("by", ""),
+        "reason": fields.get("reason", ""),
+    }
+    if gates:
+        wanted["gates"] = gates
+    view, now = deps.container.org.current()[0], deps.clock_ms()
+    try:
+        status, override = await run_in_threadpool(
+            lambda: deps.container.overrides.submit(view, wanted, now_ms=now)
+        )
+    except ValidationError as exc:
+        wrong = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(request)'}: {e['msg']}" for e in exc.errors()
+        )
+        return await run_in_threadpool(
+            lambda: _steward_page(request, session, 422, refused=wrong, form=fields)
+        )
+    except OverrideRefused as refused:
+        r = refused.refusal
+        return await run_in_threadpool(
+            lambda: _steward_page(
+                request, session, r.status, refused=f"{r.field}: {r.message}", form=fields
+            )
+        )
+    done = f"{status}: {override.candidate_title} of {override.objective_key} ({override.id})"
+    return await run_in_threadpool(lambda: _steward_page(request, session, done=done))
