@@ -492,3 +492,23 @@ def test_the_steward_page_records_an_override_by_the_admit_rules(example_org: Wo
         "/console/steward/overrides", data={**form, "reason": "again", "csrf": "wrong"}
     )
     assert no_csrf.status_code == 403
+
+
+def test_failed_logins_are_throttled_per_address(world: World) -> None:
+    w = world
+    for _ in range(10):
+        assert log_in(w, "guess").status_code == 401
+    blocked = log_in(w)  # even the right token, for the rest of the window
+    assert blocked.status_code == 429 and "Too many failed logins" in blocked.text
+    assert "sw_console=" not in blocked.headers.get("set-cookie", "")
+
+
+def test_the_apps_refusals_under_the_console_are_pages(world: World) -> None:
+    w = world
+    operator(w)
+    wrong_method = w.client.put("/console/seats")
+    assert wrong_method.status_code == 405 and "<h1>Not here</h1>" in wrong_method.text
+    assert_console_headers(wrong_method)
+    bad_param = w.client.get("/console/seats/scout", params={"done": "<script>"})
+    assert bad_param.status_code == 200 and "<script>" not in bad_param.text
+    assert w.client.put("/v1/ledger").headers["content-type"].startswith("application/")

@@ -103,12 +103,13 @@ METERED: RouteLabels = {
 
 Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
 # One answer per way a route stops early: its own 4xx, or the 503 (never a 2xx, never a 500).
+# Under /console each is answered as a page instead (console.paged), its status kept.
 HANDLERS: dict[int | type[Exception], Handler] = {
-    Refusal: refused,
-    RequestValidationError: invalid_parameters,
-    HTTPException: http_error,
-    Unavailable: unavailable,
-    **{error: unavailable for error in UNAVAILABLE},
+    Refusal: console.paged(refused),
+    RequestValidationError: console.paged(invalid_parameters),
+    HTTPException: console.paged(http_error),
+    Unavailable: console.paged(unavailable),
+    **{error: console.paged(unavailable) for error in UNAVAILABLE},
     console.ConsoleError: console.console_error,
 }
 

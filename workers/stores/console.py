@@ -100,3 +100,18 @@ class ConsoleSessions:
     def end(self, session_id: str) -> bool:
         """Log out: the session is gone at once. True when there was one."""
         return bool(self.r.delete(keys.console_session(session_hash(session_id))))
+
+    # ------------------------------------------------------------------ failed logins
+
+    def failures(self, source: str) -> int:
+        """Failed logins from `source` in its current window."""
+        return int(self.r.get(keys.console_login_failures(source)) or 0)
+
+    def failed(self, source: str, *, window_ms: int) -> int:
+        """Count one failed login from `source`; the window starts at its first failure."""
+        name = keys.console_login_failures(source)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.incr(name)
+        pipe.pexpire(name, window_ms, nx=True)
+        count, _ = pipe.execute()
+        return int(count)

@@ -491,3 +491,9 @@ def console_session(session_hash: str) -> str:
     value: who it is (the operator, or the people an answer link named), its CSRF token and
     expiry (JSON); the key expires with the session."""
     return f"{PREFIX}console:session:{session_hash}"
+
+
+def console_login_failures(source: str) -> str:
+    """Failed console logins from one client address in the current window (a counter that
+    expires with the window): workers/stores/console.py."""
+    return f"{PREFIX}console:login-failures:{source}"

@@ -7,9 +7,22 @@ from __future__ import annotations
 from starlette.staticfiles import StaticFiles
 
 from workers.ingress.console.pages import router
-from workers.ingress.console.web import STATIC_DIR, ConsoleError, ConsoleHeaders, console_error
+from workers.ingress.console.web import (
+    STATIC_DIR,
+    ConsoleError,
+    ConsoleHeaders,
+    console_error,
+    paged,
+)
 
-__all__ = ["ConsoleError", "ConsoleHeaders", "console_error", "router", "static_files"]
+__all__ = [
+    "ConsoleError",
+    "ConsoleHeaders",
+    "console_error",
+    "paged",
+    "router",
+    "static_files",
+]
 
 
 def static_files() -> StaticFiles:

@@ -70,6 +70,9 @@ from workers.stores.overrides import OverrideRefused
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 LEDGER_PAGE = 50
+# Failed logins from one client address before the login refuses it for the window's rest.
+LOGIN_FAILURES = 10
+LOGIN_WINDOW_MS = 15 * 60_000
 LEDGER_SCAN = 1_000  # the newest rows of each seat a ledger page filters
 SEATS_OPEN_ASKS = 2_000
 ACTION_WORDS: dict[str, tuple[str, str]] = {
@@ -106,8 +109,18 @@ async def login(request: Request) -> Response:
     deps = deps_of(request)
     fields = await form_of(request)
     check_csrf(fields, request.cookies.get(LOGIN_COOKIE, ""))
+    sessions = sessions_of(deps)
+    source = request.client.host if request.client else "unknown"
+    if await run_in_threadpool(sessions.failures, source) >= LOGIN_FAILURES:
+        return _login_page(
+            request,
+            429,
+            f"Too many failed logins from here: try again in {LOGIN_WINDOW_MS // 60_000} minutes.",
+        )
     token = fields.get("token", "").strip()
     caller = await deps.auth.caller_async(token) if token else None
+    if caller is None or caller.role != "operator":
+        await run_in_threadpool(lambda: sessions.failed(source, window_ms=LOGIN_WINDOW_MS))
     if caller is None:
         return _login_page(
             request, 401, "That token does not open the console: it is not an operator token."
@@ -358,7 +371,7 @@ async def my_asks(request: Request, token: str | None = None) -> Response:
         "my.html",
         session=session,
         asks=[(a, _offered(a), [p for p in session.persons if p in a.asked_ids()]) for a in asks],
-        answered=request.query_params.get("answered"),
+        answered=request.query_params.get("answered") == "1",
     )
 
 
@@ -399,7 +412,7 @@ async def my_answer(ask_id: str, request: Request) -> Response:
     answered = ask_routes.outcome_answer(got)
     done: Response
     if answered.status_code == 200:
-        done = redirect(f"{PREFIX}/my?" + urlencode({"answered": ask_id}))
+        done = redirect(f"{PREFIX}/my?answered=1")
     else:
         done = _answer_page(request, session, answered, ask)
     # As the link's page does: the answer shown on the ask's messages after the reply.
@@ -447,7 +460,7 @@ async def dead_letter(dlq_id: str, request: Request, done: str | None = None) ->
         session=session,
         letter=letter,
         message=message,
-        done=done,
+        done=done if done in ("replayed", "already") else None,
     )
 
 
@@ -483,9 +496,7 @@ async def dead_letter_replay(dlq_id: str, request: Request) -> Response:
     )
     if got.verb in ("unknown", "missing", "nomessage"):
         raise ConsoleError(409, "Cannot replay", got.detail or got.verb)
-    return redirect(
-        f"{path}?" + urlencode({"done": "replayed" if got.verb == "ok" else got.detail})
-    )
+    return redirect(f"{path}?done={'replayed' if got.verb == 'ok' else 'already'}")
 
 
 # ------------------------------------------------------------------ ledger

@@ -17,8 +17,9 @@ its own (double submit). A refusal is a page (`ConsoleError`), never a stack tra
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,47 @@ def check_csrf(fields: Mapping[str, str], expected: str) -> None:
 
 def new_login_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
+TITLES = {
+    400: "Not understood",
+    404: "Not found",
+    405: "Not here",
+    413: "Too much",
+    415: "Not a form",
+    422: "Not understood",
+    429: "Too many requests",
+    503: "Unavailable for a moment",
+}
+
+
+def is_console(request: Request) -> bool:
+    return request.url.path == PREFIX or request.url.path.startswith(PREFIX + "/")
+
+
+def paged(handler: Handler) -> Handler:
+    """One of the app's handlers, answering a console path with a page instead of its JSON
+    problem (the same status and Retry-After / Allow headers; the problem's message shown)."""
+
+    async def answer(request: Request, exc: Any) -> Response:
+        got = await handler(request, exc)
+        if not is_console(request):
+            return got
+        try:
+            message = str(json.loads(bytes(got.body)).get("message", ""))
+        except (ValueError, AttributeError):
+            message = ""
+        page = render(
+            request,
+            "error.html",
+            got.status_code,
+            title=TITLES.get(got.status_code, "Not done"),
+            message=message or "That did not work.",
+        )
+        for name in ("retry-after", "allow"):
+            if name in got.headers:
+                page.headers[name] = got.headers[name]
+        return page
+
+    return answer
