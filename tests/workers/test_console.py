@@ -512,3 +512,20 @@ def test_the_apps_refusals_under_the_console_are_pages(world: World) -> None:
     bad_param = w.client.get("/console/seats/scout", params={"done": "<script>"})
     assert bad_param.status_code == 200 and "<script>" not in bad_param.text
     assert w.client.put("/v1/ledger").headers["content-type"].startswith("application/")
+
+
+def test_the_links_page_leads_to_my_asks(world: World) -> None:
+    w = world
+    ask = make_ask(w.container.asks, targets=("ben",), now_ms=NOW)
+    token = w.links.token_for(ask)
+    page = w.client.get(
+        f"/v1/asks/{ask.id}/answer", params={"token": token}, headers={"Accept": "text/html"}
+    )
+    found = re.search(r'<a href="([^"]+)">Everything waiting for you</a>', page.text)
+    assert found
+    target = httpx2.URL(f"http://testserver/v1/asks/{ask.id}/answer").join(
+        found.group(1).replace("&amp;", "&")
+    )
+    assert target.path == "/console/my"
+    opened = w.client.get(str(target), follow_redirects=False)
+    assert opened.status_code == 303 and "sw_console_person=" in opened.headers["set-cookie"]
