@@ -529,3 +529,50 @@ def test_the_links_page_leads_to_my_asks(world: World) -> None:
     assert target.path == "/console/my"
     opened = w.client.get(str(target), follow_redirects=False)
     assert opened.status_code == 303 and "sw_console_person=" in opened.headers["set-cookie"]
+
+
+def test_the_asks_page_filters_expired_asks_and_a_trace_is_a_page(world: World) -> None:
+    w = world
+    store = w.container.asks
+    gone = make_ask(store, work_id="too-late", targets=("ben",), now_ms=NOW)
+    make_ask(store, work_id="still-open", targets=("gus",), now_ms=NOW + 1)
+    store.update(
+        gone.id,
+        lambda a: a.model_copy(
+            update={"state": "closed", "closed": "expired", "deadline_ms": None}
+        ),
+    )
+    operator(w)
+    expired = w.client.get("/console/asks", params={"state": "expired"})
+    assert expired.status_code == 200 and "1 ask(s)" in expired.text
+    assert gone.id in expired.text and "still-open" not in expired.text
+    by_person = w.client.get("/console/asks", params={"person": "gus"})
+    assert "1 ask(s)" in by_person.text and gone.id not in by_person.text
+    assert w.client.get("/console/asks", params={"state": "lost"}).status_code == 422
+    missing = w.client.get("/console/trace/gh:nothing")
+    assert missing.status_code == 404 and "No such event" in missing.text
+
+
+def test_an_inbound_events_trace_and_its_search(world: World) -> None:
+    w = world
+    delivery = "slack:T1:C-PLATFORM:1.0"
+    event = {
+        "family": "messaging",
+        "source": "slack",
+        "deliveryId": delivery,
+        "ids": {"channelId": "C-PLATFORM", "messageId": "1.0"},
+        "msg": {"authorId": "U0AVA", "body": "can you look?", "channelKind": "PUBLIC"},
+        "atMs": NOW,
+    }
+    posted = w.client.post("/v1/events", json=event, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert posted.status_code == 202, posted.text
+    operator(w)
+    found = w.client.get("/console/search", params={"q": delivery}, follow_redirects=False)
+    assert found.status_code == 303 and found.headers["location"].startswith("/console/trace/")
+    page = w.client.get(found.headers["location"])
+    assert page.status_code == 200 and "<dd>accepted" in page.text and delivery in page.text
+    tracking = posted.json()["trackingId"]
+    work = w.client.get("/console/search", params={"q": tracking}, follow_redirects=False)
+    assert work.status_code == 303 and work.headers["location"] == f"/console/work/{tracking}"
+    journey = w.client.get(work.headers["location"])
+    assert journey.status_code == 200 and "Not decided yet" in journey.text

@@ -35,6 +35,7 @@ from contracts.asks import Ask
 from contracts.guardrails import LedgerRow, Outcome
 from contracts.steward import OVERRIDABLE_GATES
 from pipeline.answer_links import LinkRefused
+from pipeline.ask_figures import AskFigures
 from pipeline.asks import AnswerIn
 from pipeline.turns import CONTROLS, Control, status_of, summary_of
 from workers.ingress import asks as ask_routes
@@ -622,36 +623,44 @@ def _entry_id(value: str) -> bool:
 # ------------------------------------------------------------------ asks, work, trace, search
 
 
+ASK_STATES = ("open", "pending", "snoozed", "escalated", "answered", "closed", "expired")
+
+
 @router.get("/asks")
 async def asks_page(request: Request) -> Response:
+    """Asks by state (`expired`: closed unanswered at the top of its ladder), seat and person,
+    with the week's figures per seat and per person (workers/status.py `ask_figures`)."""
     session = operator_session(request)
     deps = deps_of(request)
     q = request.query_params
     state = q.get("state", "").strip() or None
-    if state is not None and state not in (
-        "open",
-        "pending",
-        "snoozed",
-        "escalated",
-        "answered",
-        "closed",
-    ):
+    if state is not None and state not in ASK_STATES:
         raise ConsoleError(422, "No such state", f"state: {state!r} is not an ask's state.")
     seat = q.get("seat", "").strip()
     person = q.get("person", "").strip() or None
     seat_id = _seat(deps, seat).member_id if seat else None
-    found = await run_in_threadpool(
-        lambda: deps.container.asks.listing(seat_id=seat_id, person=person, state=state)
-    )
+    now = deps.clock_ms()
+
+    def read() -> tuple[list[Ask], AskFigures]:
+        found = deps.container.asks.listing(
+            seat_id=seat_id, person=person, state="closed" if state == "expired" else state
+        )
+        if state == "expired":
+            found = [a for a in found if a.closed == "expired"]
+        return found, ask_figures(deps.container, now_ms=now)
+
+    found, figures = await run_in_threadpool(read)
     return render(
         request,
         "asks.html",
         session=session,
         asks=found[:200],
         count=len(found),
+        states=ASK_STATES,
         state=state or "",
         seat=seat,
         person=person or "",
+        figures=figures,
     )
 
 
@@ -683,13 +692,7 @@ async def trace_page(delivery_id: str, request: Request) -> Response:
     trace = await run_in_threadpool(deps.container.inbound.trace, delivery_id)
     if trace is None:
         raise ConsoleError(404, "No such event", f"No inbound event {delivery_id!r} was received.")
-    return render(
-        request,
-        "trace.html",
-        session=session,
-        delivery_id=delivery_id,
-        trace=json.dumps(trace.to_wire(), indent=2),
-    )
+    return render(request, "trace.html", session=session, trace=trace)
 
 
 @router.get("/search")
