@@ -349,11 +349,17 @@ async def my_asks(request: Request, token: str | None = None) -> Response:
             titles = {"link_expired": "This link has expired"}
             raise ConsoleError(401, titles.get(got.code, "This link does not work"), got.why)
         ttl = min(PERSON_TTL_MS, got.expires_at_ms - now)
-        session = await run_in_threadpool(
-            lambda: sessions_of(deps).create(
+        earlier = request.cookies.get(PERSON_COOKIE, "")
+
+        def start() -> ConsoleSession:
+            sessions = sessions_of(deps)
+            if earlier:
+                sessions.end(earlier)  # the new link's session replaces the browser's last
+            return sessions.create(
                 "person", now_ms=now, ttl_ms=ttl, persons=tuple(got.targets), label="answer link"
             )
-        )
+
+        session = await run_in_threadpool(start)
         done = redirect(f"{PREFIX}/my")  # the token leaves the address bar
         set_cookie(done, request, PERSON_COOKIE, session.id, max_age_s=ttl // 1000, path=PREFIX)
         return done
