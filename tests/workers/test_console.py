@@ -14,6 +14,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from contracts import EngagementDecision
 from contracts.controller import ControllerState
 from contracts.engagement import Target
 from contracts.guardrails import LedgerRow
@@ -576,3 +577,32 @@ def test_an_inbound_events_trace_and_its_search(world: World) -> None:
     assert work.status_code == 303 and work.headers["location"] == f"/console/work/{tracking}"
     journey = w.client.get(work.headers["location"])
     assert journey.status_code == 200 and "Not decided yet" in journey.text
+
+
+def test_a_reports_journey_shows_its_decision_and_ledger_rows(world: World) -> None:
+    w = world
+    tracking = "t-console-journey"
+    journal = Journal(w.redis)
+    accept_work(journal, tracking)
+    decision = EngagementDecision(
+        engage=False, reason_code="nobody:quiet", reason="nobody to ask", work_id="journey-work"
+    )
+    row = LedgerRow(
+        at_ms=NOW,
+        seat_id="scout",
+        work_id="journey-work",
+        outcome="none",
+        reason_code="nobody:quiet",
+        why=("no one owns what blocks it",),
+        tracking_id=tracking,
+    )
+    journal.record_decision(tracking, seat_id="scout", decision=decision, row=row, now_ms=NOW)
+    operator(w)
+    page = w.client.get(f"/console/work/{tracking}")
+    assert page.status_code == 200 and "nobody to ask" in page.text
+    link = re.search(
+        r'href="(/console/ledger/scout/[0-9-]+)">[^<]*none \(nobody:quiet\)', page.text
+    )
+    assert link, page.text
+    assert "no one owns what blocks it" in w.client.get(link.group(1)).text
+    assert w.client.get("/console/work/t-nothing").status_code == 404

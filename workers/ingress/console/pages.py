@@ -33,6 +33,7 @@ from starlette.responses import Response
 from contracts import Seat
 from contracts.asks import Ask
 from contracts.guardrails import LedgerRow, Outcome
+from contracts.ops import WorkStatus
 from contracts.steward import OVERRIDABLE_GATES
 from pipeline.answer_links import LinkRefused
 from pipeline.ask_figures import AskFigures
@@ -71,6 +72,7 @@ from workers.stores.overrides import OverrideRefused
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 LEDGER_PAGE = 50
+WORK_ROWS = 50  # the ledger rows a work's page shows, newest first
 # Failed logins from one client address before the login refuses it for the window's rest.
 LOGIN_FAILURES = 10
 LOGIN_WINDOW_MS = 15 * 60_000
@@ -682,13 +684,28 @@ async def ask_page(ask_id: str, request: Request) -> Response:
 
 @router.get("/work/{tracking_id}")
 async def work_page(tracking_id: str, request: Request) -> Response:
+    """One report's journey: where its journal entry stands, its decision and send
+    (workers/status.py `work_status`), the ledger rows of its work and its asks."""
     session = operator_session(request)
     deps = deps_of(request)
-    found = await run_in_threadpool(work_status, deps.container, tracking_id)
+
+    def read() -> tuple[WorkStatus | None, list[tuple[str, str, LedgerRow]]]:
+        found = work_status(deps.container, tracking_id)
+        if found is None:
+            return None, []
+        work_id = found.decision.get("workId") if isinstance(found.decision, dict) else None
+        if not work_id or not found.seat_id:
+            return found, []
+        rows = deps.container.ledger.entries(
+            seat_ids=[found.seat_id], work_id=str(work_id), limit=WORK_ROWS
+        )
+        return found, rows
+
+    found, rows = await run_in_threadpool(read)
     if found is None:
         raise ConsoleError(404, "No such work", f"Nothing was accepted as {tracking_id!r}.")
     decision = json.dumps(found.decision, indent=2) if found.decision else None
-    return render(request, "work.html", session=session, work=found, decision=decision)
+    return render(request, "work.html", session=session, work=found, decision=decision, rows=rows)
 
 
 @router.get("/trace/{delivery_id:path}")
