@@ -8,7 +8,8 @@ Where each concern lives:
   seat's or the operator's), asks.py (the ask record; its answer route also takes an answer
   link), slack.py, interactions.py (Slack's button clicks) and github.py (plain Starlette
   routes), ops.py
-  (`/healthz`, `/readyz`; `/metrics`, an operator's token), mcp.py (`/mcp`, the tools
+  (`/healthz`, `/readyz`; `/metrics`, an operator's token), console/ (`/console/`, the
+  web console's pages: docs/console.md), mcp.py (`/mcp`, the tools
   over MCP's streamable HTTP, a seat's token; its session manager runs in the lifespan);
 - refusals: a step raises `Refusal` with its 4xx; one handler answers it; FastAPI's refusal
   of a parameter and Starlette's 404 and 405 are answered in the same shape (http.py);
@@ -47,6 +48,7 @@ from workers.container import Container
 from workers.ingress import (
     asks,
     backlog,
+    console,
     costs,
     decisions,
     objectives,
@@ -101,12 +103,14 @@ METERED: RouteLabels = {
 
 Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
 # One answer per way a route stops early: its own 4xx, or the 503 (never a 2xx, never a 500).
+# Under /console each is answered as a page instead (console.paged), its status kept.
 HANDLERS: dict[int | type[Exception], Handler] = {
-    Refusal: refused,
-    RequestValidationError: invalid_parameters,
-    HTTPException: http_error,
-    Unavailable: unavailable,
-    **{error: unavailable for error in UNAVAILABLE},
+    Refusal: console.paged(refused),
+    RequestValidationError: console.paged(invalid_parameters),
+    HTTPException: console.paged(http_error),
+    Unavailable: console.paged(unavailable),
+    **{error: console.paged(unavailable) for error in UNAVAILABLE},
+    console.ConsoleError: console.console_error,
 }
 
 
@@ -170,6 +174,8 @@ def create_ingress(
         exception_handlers=HANDLERS,
         generate_unique_id_function=operation_id,
         middleware=[
+            # The web console's security headers, on every response under /console.
+            Middleware(console.ConsoleHeaders),
             Middleware(RequestMetrics, metrics=deps.metrics, labels=METERED),
             # Before any route reads the body (a 429 is answered before routing, so the
             # metrics see it without a route label). Left out when the limit is off: it
@@ -211,6 +217,8 @@ def create_ingress(
     api.include_router(project.router)
     api.include_router(asks.router)
     api.include_router(asks.answer_router)
+    api.include_router(console.router)
+    api.mount("/console/static", console.static_files(), name="console-static")
     api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: POST (405 to the rest)
     api.include_router(ops_router)
     return api

@@ -494,6 +494,11 @@ async def answer_page(
     consent = await run_in_threadpool(consent_of, deps.container.asks, ask)
     if browser:
         form = form_html(ask, who, token) if token is not None else state_html(ask)
+        if token is not None:
+            # The console's My asks (docs/console.md): every ask waiting for the link's
+            # people. Relative to this page, so it holds behind a path prefix too.
+            mine = f"../../../console/my?token={quote(token, safe='')}"
+            form += f'<p><a href="{html.escape(mine)}">Everything waiting for you</a></p>'
         if consent is not None:
             form += consent_html(consent, who, token, now_ms=deps.clock_ms())
         return page(200, "Answer an ask", ask_html(ask) + form)

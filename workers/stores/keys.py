@@ -484,3 +484,16 @@ def asks_brake(seat_id: str) -> str:
 def ask_escalations(ask_id: str) -> str:
     """Set: the ids of the asks an ask's escalations were sent as."""
     return f"{PREFIX}asks:up:{ask_id}"
+
+
+def console_session(session_hash: str) -> str:
+    """One web console session (workers/stores/console.py), by the sha256 of the cookie's
+    value: who it is (the operator, or the people an answer link named), its CSRF token and
+    expiry (JSON); the key expires with the session."""
+    return f"{PREFIX}console:session:{session_hash}"
+
+
+def console_login_failures(source: str) -> str:
+    """Failed console logins from one client address in the current window (a counter that
+    expires with the window): workers/stores/console.py."""
+    return f"{PREFIX}console:login-failures:{source}"

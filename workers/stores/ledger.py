@@ -482,6 +482,13 @@ class Ledger:
         self, *, seat_ids: list[str] | None = None, work_id: str | None = None, limit: int = 100
     ) -> list[LedgerRow]:
         """Recent ledger rows, newest first, across the given seats (default: every seat)."""
+        return [row for _, _, row in self.entries(seat_ids=seat_ids, work_id=work_id, limit=limit)]
+
+    def entries(
+        self, *, seat_ids: list[str] | None = None, work_id: str | None = None, limit: int = 100
+    ) -> list[tuple[str, str, LedgerRow]]:
+        """`read`'s rows with where each is kept: (seat id, stream entry id, row), newest
+        first (the console opens one row by its seat and entry id)."""
         seats = (
             seat_ids
             if seat_ids is not None
@@ -490,13 +497,20 @@ class Ledger:
         pipe = self.r.pipeline(transaction=False)
         for seat in seats:
             pipe.xrevrange(keys.ledger_stream(seat), count=limit if work_id is None else None)
-        rows: list[tuple[str, LedgerRow]] = []
-        for entries in pipe.execute():
+        rows: list[tuple[str, str, LedgerRow]] = []
+        for seat, entries in zip(seats, pipe.execute(), strict=True):
             for entry_id, fields in entries:
-                row = LedgerRow.model_validate_json(
-                    fields[b"row"] if b"row" in fields else fields["row"]
-                )
+                row = _row(fields)
                 if work_id is None or row.work_id == work_id:
-                    rows.append((text(entry_id), row))
-        rows.sort(key=lambda pair: (pair[1].at_ms, pair[0]), reverse=True)
-        return [row for _, row in rows[:limit]]
+                    rows.append((seat, text(entry_id), row))
+        rows.sort(key=lambda found: (found[2].at_ms, found[1]), reverse=True)
+        return rows[:limit]
+
+    def entry(self, seat_id: str, entry_id: str) -> LedgerRow | None:
+        """One ledger row, by its seat and stream entry id; None when there is none."""
+        found = self.r.xrange(keys.ledger_stream(seat_id), entry_id, entry_id, count=1)
+        return _row(found[0][1]) if found else None
+
+
+def _row(fields: Any) -> LedgerRow:
+    return LedgerRow.model_validate_json(fields[b"row"] if b"row" in fields else fields["row"])
