@@ -19,10 +19,21 @@ record. Not pure: process-wide state.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from typing import Generic, Literal, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.core import InfoMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
 
 __all__ = [
     "ACCEPT_TO_FINAL_BUCKETS",
@@ -30,9 +41,11 @@ __all__ = [
     "MULTIPROC_ENV",
     "OTHER",
     "TASK_BUCKETS",
+    "BuildInfo",
     "Children",
     "TaskOutcome",
     "Telemetry",
+    "process_collectors",
     "reset",
     "telemetry",
 ]
@@ -120,12 +133,42 @@ class Children(Generic[M]):
         return child
 
 
+@cache
+def seatwire_version() -> str:
+    """The installed package's version ('unknown' when it runs from a tree not installed)."""
+    try:
+        return version("seatwire")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class BuildInfo(Collector):
+    """`seatwire_build_info{version}` 1: which Seatwire a process runs (a deploy that left
+    one process on the old image shows two versions)."""
+
+    def collect(self) -> Iterator[Metric]:
+        info = InfoMetricFamily("seatwire_build", "The Seatwire version this process runs")
+        info.add_metric([], {"version": seatwire_version()})
+        yield info
+
+
+def process_collectors(registry: CollectorRegistry) -> None:
+    """The process's own figures on `registry`: prometheus_client's process collector (CPU
+    seconds, resident and virtual memory, open file descriptors, start time: Linux's /proc),
+    its Python version (`python_info`) and `seatwire_build_info`. Every process serves them
+    where it serves its metrics (a prefork worker: its parent process's own)."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    registry.register(BuildInfo())
+
+
 class Telemetry:
     """Every per-process metric, on its own registry (the worker's metrics server, or the
     ingress's /metrics, serves it), with one method per thing recorded."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        process_collectors(r)
         self._task = Children(
             Histogram(
                 "seatwire_stage_task_seconds",
