@@ -49,4 +49,5 @@ class AlertmanagerNotification(Wire):
     common_labels: dict[str, str] = Field(default_factory=dict)
     common_annotations: dict[str, str] = Field(default_factory=dict)
     external_url: str = Field(default="", alias="externalURL")
-    alerts: tuple[AlertmanagerAlert, ...] = Field(min_length=1, max_length=1000)
+    # No cap of its own: the ingress's body cap (SEATWIRE_MAX_BODY_BYTES) bounds it.
+    alerts: tuple[AlertmanagerAlert, ...] = Field(min_length=1)

@@ -84,14 +84,15 @@ class WorkAccepted(Wire):
 
 class AlertAccepted(Wire):
     """One alert of an Alertmanager notification, as a work report of the alerts seat:
-    `accepted` (journalled now) or `duplicate` (this firing, or this resolution, was
-    received before; the first report stands)."""
+    `accepted` (journalled now), `duplicate` (this firing, or this resolution, was received
+    before; the first report stands) or `already_resolved` (a firing whose resolution was
+    received before it: nothing journalled; `state` is the resolution's)."""
 
     fingerprint: str
     status: Literal["firing", "resolved"]
     work_id: str
     tracking_id: str
-    result: Accepted
+    result: Literal["accepted", "duplicate", "already_resolved"]
     state: JournalState
 
 

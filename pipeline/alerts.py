@@ -64,13 +64,14 @@ def alert_report(alert: AlertmanagerAlert, *, seat_id: str, oncall_id: str) -> W
             summary=f"Resolved: {summary} (firing since {since}).",
             scope=scope,
             state="done",
-            link=(runbook or None),
+            link=_link(runbook),
             seat_id=seat_id,
         )
-    text = f"{summary}. {description}".strip() if description else summary
+    # The headline carries the summary, the link and the first option the runbook.
     details = (
-        f"{text} Firing since {since}; labels: {_labels(alert)}."
-        + (f" Runbook: {runbook}" if runbook else " This rule names no runbook.")
+        (f"{description} " if description else "")
+        + f"Firing since {since}; labels: {_labels(alert)}."
+        + ("" if runbook else " This rule names no runbook.")
         + (f" Source: {alert.generator_url}" if alert.generator_url else "")
     )
     options = [f"read the runbook and follow it: {runbook}"[:MAX_LINK]] if runbook else []

@@ -194,9 +194,18 @@ def test_a_resolved_alert_withdraws_its_ask_and_sends_nothing(world: World) -> N
     assert w.post(resolved()).json()["alerts"][0]["result"] == "duplicate"
 
 
-def test_a_resolution_alone_asks_nobody(world: World) -> None:
+def test_a_resolution_alone_asks_nobody_nor_does_its_firing_delivered_late(world: World) -> None:
+    """A resolution with no firing before it asks nobody; the firing's retry that arrives
+    after it (Alertmanager's retry delivered late) is `already_resolved` and journals
+    nothing."""
     w = world
     assert w.post(resolved()).status_code == 200
+    w.drain()
+    before = snapshot(w.r)
+    late = w.post(firing())
+    assert late.status_code == 200
+    assert [a["result"] for a in late.json()["alerts"]] == ["already_resolved"]
+    assert snapshot(w.r) == before
     w.drain()
     assert w.sent() == []
 
@@ -343,3 +352,23 @@ def test_the_report_is_the_ordinary_blocked_on_a_person_shape() -> None:
     assert (fired["trigger"], fired.get("ownerId")) == ("blocked_on_other", "gus")
     assert report.link == RUNBOOK and report.id == "alert:c5bfe1b2d3a1f6e0:1796548485123"
     assert report == alert_report(alert, seat_id="scout", oncall_id="gus")
+
+
+def test_the_ingress_serves_redis_memory_and_its_process_figures(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """The scrape reads Redis's used_memory and maxmemory (what SeatwireRedisMemoryHigh
+    divides), and the process's CPU, memory and version are beside them."""
+    text = world.client.get("/metrics", headers=bearer(TOKEN)).text
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert samples["seatwire_redis_memory_used_bytes"] > 0
+    limit = redis_client.info("memory")["maxmemory"]
+    assert samples["seatwire_redis_memory_max_bytes"] == limit
+    assert samples["process_cpu_seconds_total"] > 0
+    assert samples["process_resident_memory_bytes"] > 0
+    [build] = [name for name in samples if name.startswith("seatwire_build_info{")]
+    assert 'version="' in build and samples[build] == 1.0

@@ -18,21 +18,24 @@ Idempotent: one firing of one alert (its fingerprint and startsAt) is one tracki
 Alertmanager's re-sends (each repeat_interval, each retry) answer `duplicate`, and a re-send
 whose summary changed (a value in it moved) is `duplicate` too: the first report, and its
 one ask, stand. A resolved alert is the same work reported done: it withdraws the ask if it
-is still open, and asks nobody.
+is still open, and asks nobody. A firing that arrives after its own resolution (a retry
+delivered late) is `already_resolved`, and journals nothing.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from contracts.alerts import AlertmanagerNotification
 from contracts.api import AlertsAccepted
-from pipeline.alerts import alert_report
+from pipeline.alerts import RESOLVED_REVISION, alert_report
 from workers.errors import ConfigError
 from workers.ingress.accept import journal_and_enqueue, work_arrival
 from workers.ingress.deps import Deps
@@ -45,8 +48,10 @@ from workers.ingress.http import (
     read_body,
     unsupported_media,
     validated,
+    within_budget,
 )
 from workers.org import OrgView
+from workers.queues import tracking_id_for
 from workers.settings import Settings
 
 alerts_bearer = HTTPBearer(
@@ -57,6 +62,7 @@ alerts_bearer = HTTPBearer(
 )
 
 router = APIRouter(prefix="/v1")
+log = logging.getLogger("seatwire.alerts")
 
 
 def check_alerts(settings: Settings, view: OrgView) -> None:
@@ -105,6 +111,16 @@ def _configured(deps: Deps) -> tuple[str, str, str]:
     return configured
 
 
+async def _resolved_before(deps: Deps, seat_id: str, work_id: str) -> str | None:
+    """The journal state of this firing's resolution when it was received already (a retry
+    of the firing that arrives after it), else None: a resolved alert is not asked about."""
+    tracking = tracking_id_for(seat_id, work_id, RESOLVED_REVISION)
+    entry = await within_budget(
+        deps.settings.ingress_budget_s, run_in_threadpool(deps.container.journal.get, tracking)
+    )
+    return None if entry is None else str(entry.get("state", ""))
+
+
 Credentials = HTTPAuthorizationCredentials | None
 
 
@@ -148,6 +164,13 @@ async def post_alertmanager(
         raise Refusal(unsupported_media(ctype))
     body = json_body(raw, "invalid_alertmanager_notification")
     note = validated(body, AlertmanagerNotification, "invalid_alertmanager_notification")
+    if note.truncated_alerts:
+        log.warning(
+            "Alertmanager left %d alert(s) of group %s out of its notification (max_alerts): "
+            "they are not asked about",
+            note.truncated_alerts,
+            note.group_key,
+        )
     seat = deps.seat(seat_name)
     reports = [
         (alert, alert_report(alert, seat_id=seat.member_id, oncall_id=oncall))
@@ -156,16 +179,23 @@ async def post_alertmanager(
     results: list[dict[str, Any]] = []
     for alert, report in reports:
         arrival = work_arrival(deps, seat.member_id, report)
-        done = await journal_and_enqueue(deps, arrival, deps.settings.ingress_budget_s)
+        resolved = None
+        if alert.status == "firing":
+            resolved = await _resolved_before(deps, seat.member_id, report.id)
+        if resolved is not None:
+            result, state = "already_resolved", resolved
+        else:
+            done = await journal_and_enqueue(deps, arrival, deps.settings.ingress_budget_s)
+            # A changed re-send of the same firing is `duplicate` too: the first report stands.
+            result, state = ("accepted" if done.new else "duplicate"), done.state
         results.append(
             {
                 "fingerprint": alert.fingerprint,
                 "status": alert.status,
                 "workId": report.id,
                 "trackingId": arrival.tracking_id,
-                # A changed re-send of the same firing: the first report stands.
-                "result": "accepted" if done.new else "duplicate",
-                "state": done.state,
+                "result": result,
+                "state": state,
             }
         )
     return JSONResponse({"ok": True, "alerts": results})
