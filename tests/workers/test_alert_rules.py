@@ -19,7 +19,7 @@ import yaml
 from contracts.ops import ClusterStatus
 from workers.ingress.metrics import ClusterFigures, IngressMetrics
 from workers.settings import REPO_ROOT
-from workers.telemetry import Telemetry
+from workers.telemetry import Telemetry, telemetry
 
 PROMETHEUS = REPO_ROOT / "deploy" / "prometheus"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "seatwire.json"
@@ -230,7 +230,7 @@ def test_every_process_serves_its_cpu_memory_and_version() -> None:
         return {m.name for m in registry.collect()}
 
     wanted = {"process_cpu_seconds", "process_resident_memory_bytes", "seatwire_build"}
-    assert wanted <= names(Telemetry().registry)
+    assert wanted <= names(telemetry().registry)
     assert wanted <= names(IngressMetrics.create(overflowed=lambda: 0).registry)
     with tempfile.TemporaryDirectory() as tmp:
         assert wanted <= names(multiprocess_registry(Path(tmp)))

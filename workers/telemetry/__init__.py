@@ -168,7 +168,6 @@ class Telemetry:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        process_collectors(r)
         self._task = Children(
             Histogram(
                 "seatwire_stage_task_seconds",
@@ -413,13 +412,15 @@ _current: Telemetry | None = None
 
 
 def telemetry() -> Telemetry:
-    """This process's `Telemetry`, built on first use."""
+    """This process's `Telemetry`, built on first use, with the process's own figures
+    (`process_collectors`) on its registry."""
     global _current
     current = _current
     if current is None:
         with _lock:
             if _current is None:
                 _current = Telemetry()
+                process_collectors(_current.registry)
             current = _current
     return current
 
