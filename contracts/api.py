@@ -82,6 +82,27 @@ class WorkAccepted(Wire):
     state: JournalState
 
 
+class AlertAccepted(Wire):
+    """One alert of an Alertmanager notification, as a work report of the alerts seat:
+    `accepted` (journalled now), `duplicate` (this firing, or this resolution, was received
+    before; the first report stands) or `already_resolved` (a firing whose resolution was
+    received before it: nothing journalled; `state` is the resolution's)."""
+
+    fingerprint: str
+    status: Literal["firing", "resolved"]
+    work_id: str
+    tracking_id: str
+    result: Literal["accepted", "duplicate", "already_resolved"]
+    state: JournalState
+
+
+class AlertsAccepted(Wire):
+    """Every alert of an Alertmanager notification, journalled and enqueued."""
+
+    ok: Literal[True]
+    alerts: tuple[AlertAccepted, ...]
+
+
 class EventAccepted(Wire):
     """An inbound event journalled and its directedness enqueued."""
 

@@ -43,6 +43,9 @@ class ClusterStatus(Wire):
     workers: tuple[WorkerSeen, ...] | None = None
     controller_due: int = 0
     controller_overdue: int = 0
+    # Redis's INFO memory: bytes used, and its maxmemory (0: no limit); None: not reported.
+    redis_used_memory_bytes: int | None = None
+    redis_maxmemory_bytes: int | None = None
 
 
 class WorkSend(Wire):

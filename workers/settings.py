@@ -171,6 +171,13 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("SEATWIRE_GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET"),
     )
+    # Alerts (docs/alerts.md): Alertmanager's webhook posts to /v1/alerts/alertmanager with
+    # this bearer token (good on that route only); each firing alert becomes an ask of the
+    # on-call member (a member id of the org file, a person), reported as the work of the
+    # alerts seat (a seat of the org file). All three or none: unset, the route is refused.
+    alerts_token: SecretStr | None = None
+    oncall_member: str | None = None
+    alerts_seat: str | None = None
 
     @field_validator("ask_timeouts")
     @classmethod
@@ -215,7 +222,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"unknown key {key!r}{hint}")
         return value
 
-    @field_validator("redis_url", "broker_url", "proposer_url", mode="before")
+    @field_validator(
+        "redis_url", "broker_url", "proposer_url", "oncall_member", "alerts_seat", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -267,6 +276,13 @@ class Settings(BaseSettings):
             self.github_webhook_secret, EMBEDDED_GITHUB_SECRET if self.embedded else None
         )
 
+    def alerts(self) -> tuple[str, str, str] | None:
+        """(token, on-call member, alerts seat) when alerts are configured, else None."""
+        token = _secret(self.alerts_token, None)
+        if token is None or self.oncall_member is None or self.alerts_seat is None:
+            return None
+        return token, self.oncall_member.strip(), self.alerts_seat.strip()
+
     def check(self, environ: Mapping[str, str] | None = None) -> None:
         """Refuse, at start, a configuration that can only fail later: an unknown
         `SEATWIRE_*` variable of `environ` (the process's by default) among it."""
@@ -284,6 +300,17 @@ class Settings(BaseSettings):
                 "or the broker redelivers tasks that are still running"
             )
         self.token()
+        alerting = {
+            "SEATWIRE_ALERTS_TOKEN": _secret(self.alerts_token, None) is not None,
+            "SEATWIRE_ONCALL_MEMBER": self.oncall_member is not None,
+            "SEATWIRE_ALERTS_SEAT": self.alerts_seat is not None,
+        }
+        if any(alerting.values()) and not all(alerting.values()):
+            missing = ", ".join(name for name, given in alerting.items() if not given)
+            raise ConfigError(
+                f"alerts need SEATWIRE_ALERTS_TOKEN, SEATWIRE_ONCALL_MEMBER and "
+                f"SEATWIRE_ALERTS_SEAT together: {missing} not set (docs/alerts.md)"
+            )
         if self.outbound == "slack" and not _secret(self.slack_bot_token, None):
             raise ConfigError(
                 "SEATWIRE_OUTBOUND=slack needs a bot token: set SEATWIRE_SLACK_BOT_TOKEN "

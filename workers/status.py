@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
 from celery import Celery
 from kombu.exceptions import ChannelError
 
@@ -84,6 +85,7 @@ def cluster_status(
     pipe.zcount(keys.CONTROLLER_DUE, "-inf", now_ms)
     dlq, open_, overdue, failed, parked, due, due_now = pipe.execute()
     leader = leader_status(r, terms=1)
+    used, limit = redis_memory(r)
     return ClusterStatus(
         at_ms=now_ms,
         queues=queue_depths(app),
@@ -98,7 +100,24 @@ def cluster_status(
         workers=workers_seen(app) if ask_workers else None,
         controller_due=int(due),
         controller_overdue=int(due_now),
+        redis_used_memory_bytes=used,
+        redis_maxmemory_bytes=limit,
     )
+
+
+def redis_memory(r: redis.Redis) -> tuple[int | None, int | None]:
+    """Redis's `used_memory` and `maxmemory` (0: no limit) from INFO memory; None for a
+    figure it does not report (the embedded stand-in, a Redis that refuses INFO)."""
+    try:
+        info = r.info("memory")
+    except redis.ResponseError:
+        return None, None
+
+    def figure(name: str) -> int | None:
+        value = info.get(name)
+        return value if isinstance(value, int) and value >= 0 else None
+
+    return figure("used_memory"), figure("maxmemory")
 
 
 def ask_figures(container: Container, *, now_ms: int) -> AskFigures:

@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 from contracts.ops import ClusterStatus
 from workers.ingress.metrics import ClusterFigures, IngressMetrics
 from workers.settings import REPO_ROOT
-from workers.telemetry import Telemetry
+from workers.telemetry import Telemetry, telemetry
 
 PROMETHEUS = REPO_ROOT / "deploy" / "prometheus"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "seatwire.json"
@@ -114,7 +115,11 @@ def test_prometheus_scrapes_every_compose_service_that_serves_metrics() -> None:
     every compose service that runs a worker or beat on 9808."""
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yaml"]
-    jobs = {job["job_name"]: job["dns_sd_configs"] for job in config["scrape_configs"]}
+    jobs = {
+        job["job_name"]: job["dns_sd_configs"]
+        for job in config["scrape_configs"]
+        if "dns_sd_configs" in job
+    }
     assert jobs["seatwire-ingress"] == [
         {"names": ["ingress"], "type": "A", "port": 9808, "refresh_interval": "30s"}
     ]
@@ -127,6 +132,108 @@ def test_prometheus_scrapes_every_compose_service_that_serves_metrics() -> None:
         if (svc.get("command") or [])[:2] in (["seatwire", "worker"], ["seatwire", "beat"])
     }
     assert serving and set(workers["names"]) == serving
+
+
+ALERTMANAGER = REPO_ROOT / "deploy" / "alertmanager"
+RUNBOOKS = REPO_ROOT / "docs" / "alerts.md"
+
+
+def anchors() -> set[str]:
+    """The GitHub anchors of docs/alerts.md's headings (lower case, spaces as dashes)."""
+    found = set()
+    for line in RUNBOOKS.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return found
+
+
+def test_every_alert_has_its_runbook_section() -> None:
+    """Each rule's runbook_url is its own section of docs/alerts.md, which exists and says
+    what it means, what to check and how to fix it."""
+    sections = anchors()
+    text = RUNBOOKS.read_text()
+    for rule in rules():
+        name = rule["alert"]
+        assert rule["annotations"]["runbook_url"] == f"docs/alerts.md#{name.lower()}", name
+        assert name.lower() in sections, name
+        section = text.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0]
+        for part in ("What it means", "What to check", "How to fix"):
+            assert f"**{part}**" in section, (name, part)
+
+
+def test_the_rules_operators_miss_are_there() -> None:
+    """The ingress's 5xx, a stage's failed tasks, a stopped seat and Redis near maxmemory."""
+    exprs = {r["alert"]: r["expr"] for r in rules()}
+    assert 'status=~"5.."' in exprs["SeatwireIngressErrors"]
+    assert 'outcome="error"' in exprs["SeatwireStageErrors"]
+    assert 'reason_code="failure_limit"' in exprs["SeatwireSeatStopped"]
+    assert "seatwire_redis_memory_max_bytes" in exprs["SeatwireRedisMemoryHigh"]
+
+
+def test_every_alert_has_a_unit_test_that_fires_it_and_one_that_does_not() -> None:
+    spec = yaml.safe_load((PROMETHEUS / "alerts.test.yaml").read_text())
+    cases = [case for t in spec["tests"] for case in t["alert_rule_test"]]
+    for rule in rules():
+        mine = [c for c in cases if c["alertname"] == rule["alert"]]
+        assert any(c["exp_alerts"] for c in mine), f"{rule['alert']} never fires in a test"
+        assert any(not c["exp_alerts"] for c in mine), f"{rule['alert']} always fires"
+
+
+def test_alerts_go_to_alertmanager_and_on_to_the_ingress() -> None:
+    """prometheus.yml sends alerts to compose's alertmanager service, whose one receiver
+    posts every alert, resolutions too, to the ingress's alerts route with a bearer token
+    read from the file the alertmanager service writes SEATWIRE_ALERTS_TOKEN to."""
+    config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    [manager] = config["alerting"]["alertmanagers"]
+    [static] = manager["static_configs"]
+    assert static["targets"] == ["alertmanager:9093"]
+    compose = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    service = compose["services"]["alertmanager"]
+    assert service["image"].startswith("prom/alertmanager:v")
+    assert "./deploy/alertmanager:/etc/alertmanager:ro" in service["volumes"]
+    am = yaml.safe_load((ALERTMANAGER / "alertmanager.yml").read_text())
+    receivers = {r["name"]: r for r in am["receivers"]}
+    [hook] = receivers[am["route"]["receiver"]]["webhook_configs"]
+    assert hook["url"] == "http://ingress:8080/v1/alerts/alertmanager"
+    assert hook["send_resolved"] is True and hook["max_alerts"] == 0
+    auth = hook["http_config"]["authorization"]
+    assert auth["type"] == "Bearer"
+    script = " ".join(service["command"])
+    assert f"> {auth['credentials_file']}" in script and "$$SEATWIRE_ALERTS_TOKEN" in script
+    assert "--config.file=/etc/alertmanager/alertmanager.yml" in script
+    env = compose["x-seatwire-env"]
+    assert {"SEATWIRE_ALERTS_TOKEN", "SEATWIRE_ONCALL_MEMBER", "SEATWIRE_ALERTS_SEAT"} <= set(env)
+    assert service["environment"]["SEATWIRE_ALERTS_TOKEN"] == env["SEATWIRE_ALERTS_TOKEN"]
+
+
+def test_amtool_accepts_the_alertmanager_config() -> None:
+    found = shutil.which("amtool")
+    if found is None:
+        pytest.skip("amtool is not on the PATH (Debian: the prometheus-alertmanager package)")
+    done = subprocess.run(
+        [found, "check-config", "alertmanager.yml"],
+        cwd=ALERTMANAGER,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_process_serves_its_cpu_memory_and_version() -> None:
+    """The process collector, python_info and seatwire_build_info are on each process's
+    registry (a worker's, the ingress's, and a prefork worker's parent's)."""
+    from workers.telemetry.serve import multiprocess_registry
+
+    def names(registry: Any) -> set[str]:
+        return {m.name for m in registry.collect()}
+
+    wanted = {"process_cpu_seconds", "process_resident_memory_bytes", "seatwire_build"}
+    assert wanted <= names(telemetry().registry)
+    assert wanted <= names(IngressMetrics.create(overflowed=lambda: 0).registry)
+    with tempfile.TemporaryDirectory() as tmp:
+        assert wanted <= names(multiprocess_registry(Path(tmp)))
 
 
 def promtool() -> str:

@@ -114,18 +114,22 @@ LINKED = frozenset({ANSWER, "/v1/consents/{consent_id}/revoke"})
 
 
 def test_each_v1_route_takes_the_bearer_token_of_its_role(document: dict[str, Any]) -> None:
-    """Two bearer schemes, the seat's on a seat's own routes and the operator's on the rest
-    and on /metrics; the other operational routes and the provider routes take none. The
-    answer route (its GET and its POST) and the consent's revoke route take the operator's
-    token or an answer link (a query parameter)."""
+    """Three bearer schemes, the seat's on a seat's own routes, Alertmanager's on the alerts
+    route and the operator's on the rest and on /metrics; the other operational routes and
+    the provider routes take none. The answer route (its GET and its POST) and the consent's
+    revoke route take the operator's token or an answer link (a query parameter)."""
     schemes = document["components"]["securitySchemes"]
     link = schemes.pop("answerLink")
     assert (link["type"], link["in"], link["name"]) == ("apiKey", "query", "token")
     assert {n: (s["type"], s["scheme"]) for n, s in schemes.items()} == {
         "operatorToken": ("http", "bearer"),
         "seatToken": ("http", "bearer"),
+        "alertsToken": ("http", "bearer"),
     }
     for path, method, operation in operations(document):
+        if path == "/v1/alerts/alertmanager":  # Alertmanager's webhook: its own token only
+            assert operation["security"] == [{"alertsToken": []}], method
+            continue
         if path in LINKED:
             assert operation["security"] == [{"operatorToken": []}, {"answerLink": []}], method
             continue

@@ -39,16 +39,16 @@ async def journal_and_enqueue(deps: IngressDeps, arrival: Arrival, budget_s: flo
     return await within_budget(budget_s, deps.intake.accept(arrival))
 
 
-async def accept_work(deps: IngressDeps, seat_id: str, report: WorkReport) -> Response:
-    """202 once the report is journalled and its engagement task enqueued; 409 for a
-    revision reused with other content."""
+def work_arrival(deps: IngressDeps, seat_id: str, report: WorkReport) -> Arrival:
+    """Seat `seat_id`'s report as an arrival: its tracking id (seat, report id, revision),
+    its envelope and the fingerprint that tells a changed repeat from a plain one."""
     tracking = tracking_id_for(seat_id, report.id, report.revision)
     fingerprint = hashlib.sha256(report.model_dump_json(by_alias=True).encode()).hexdigest()
     accepted_at = deps.clock_ms()
     payload = WorkEnvelope(
         tracking_id=tracking, seat_id=seat_id, accepted_at_ms=accepted_at, report=report
     ).model_dump_json(by_alias=True)
-    arrival = Arrival(
+    return Arrival(
         task=FIRST_TASK["work"],
         tracking_id=tracking,
         kind="work",
@@ -57,6 +57,13 @@ async def accept_work(deps: IngressDeps, seat_id: str, report: WorkReport) -> Re
         fingerprint=fingerprint,
         now_ms=accepted_at,
     )
+
+
+async def accept_work(deps: IngressDeps, seat_id: str, report: WorkReport) -> Response:
+    """202 once the report is journalled and its engagement task enqueued; 409 for a
+    revision reused with other content."""
+    arrival = work_arrival(deps, seat_id, report)
+    tracking = arrival.tracking_id
     done = await journal_and_enqueue(deps, arrival, deps.settings.ingress_budget_s)
     if done.verb == "conflict":
         return JSONResponse(

@@ -46,6 +46,7 @@ from contracts.api import ProviderReceipt, SlackChallenge
 from workers.clock import now_ms
 from workers.container import Container
 from workers.ingress import (
+    alerts,
     asks,
     backlog,
     console,
@@ -99,6 +100,7 @@ METERED: RouteLabels = {
     ("POST", slack_events): "slack",
     ("POST", slack_interactions): "slack_interactions",
     ("POST", github_events): "github",
+    ("POST", alerts.post_alertmanager): "alerts",
 }
 
 Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
@@ -153,6 +155,7 @@ def create_ingress(
     container: Container, app: Celery, *, clock_ms: Callable[[], int] = now_ms
 ) -> FastAPI:
     deps = IngressDeps.build(container, app, clock_ms=clock_ms)
+    alerts.check_alerts(container.settings, container.org.current()[0])
     deps.metrics.registry.register(
         ClusterFigures(cluster_reader(container, app, clock_ms), budget_s=CLUSTER_BUDGET_S)
     )
@@ -217,6 +220,7 @@ def create_ingress(
     api.include_router(project.router)
     api.include_router(asks.router)
     api.include_router(asks.answer_router)
+    api.include_router(alerts.router)
     api.include_router(console.router)
     api.mount("/console/static", console.static_files(), name="console-static")
     api.router.routes.append(Route("/mcp", api.state.mcp))  # an ASGI app: POST (405 to the rest)

@@ -146,6 +146,24 @@ def cluster_families(status: ClusterStatus | None) -> list[Metric]:
     )
     due.add_metric(["now"], status.controller_overdue)
     due.add_metric(["later"], status.controller_due - status.controller_overdue)
+    memory = []
+    if status.redis_used_memory_bytes is not None:
+        memory.append(
+            GaugeMetricFamily(
+                "seatwire_redis_memory_used_bytes",
+                "Bytes the stores' Redis uses (INFO memory used_memory)",
+                value=status.redis_used_memory_bytes,
+            )
+        )
+    if status.redis_maxmemory_bytes is not None:
+        memory.append(
+            GaugeMetricFamily(
+                "seatwire_redis_memory_max_bytes",
+                "The stores' Redis's maxmemory (INFO memory maxmemory; 0: no limit): at it, "
+                "with noeviction, every write is refused",
+                value=status.redis_maxmemory_bytes,
+            )
+        )
     return [
         up,
         queues,
@@ -165,6 +183,7 @@ def cluster_families(status: ClusterStatus | None) -> list[Metric]:
         ),
         ticks,
         due,
+        *memory,
     ]
 
 
@@ -195,6 +214,8 @@ class ClusterFigures(Collector):
             beat_leader=None,
             beat_token=None,
             ticks={},
+            redis_used_memory_bytes=0,
+            redis_maxmemory_bytes=0,
         )
         return cluster_families(blank)
 

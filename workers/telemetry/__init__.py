@@ -19,10 +19,21 @@ record. Not pure: process-wide state.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from typing import Generic, Literal, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.core import InfoMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
 
 __all__ = [
     "ACCEPT_TO_FINAL_BUCKETS",
@@ -30,9 +41,11 @@ __all__ = [
     "MULTIPROC_ENV",
     "OTHER",
     "TASK_BUCKETS",
+    "BuildInfo",
     "Children",
     "TaskOutcome",
     "Telemetry",
+    "process_collectors",
     "reset",
     "telemetry",
 ]
@@ -118,6 +131,35 @@ class Children(Generic[M]):
                     return child
             child = self._made[values] = self._metric.labels(*values)
         return child
+
+
+@cache
+def seatwire_version() -> str:
+    """The installed package's version ('unknown' when it runs from a tree not installed)."""
+    try:
+        return version("seatwire")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class BuildInfo(Collector):
+    """`seatwire_build_info{version}` 1: which Seatwire a process runs (a deploy that left
+    one process on the old image shows two versions)."""
+
+    def collect(self) -> Iterator[Metric]:
+        info = InfoMetricFamily("seatwire_build", "The Seatwire version this process runs")
+        info.add_metric([], {"version": seatwire_version()})
+        yield info
+
+
+def process_collectors(registry: CollectorRegistry) -> None:
+    """The process's own figures on `registry`: prometheus_client's process collector (CPU
+    seconds, resident and virtual memory, open file descriptors, start time: Linux's /proc),
+    its Python version (`python_info`) and `seatwire_build_info`. Every process serves them
+    where it serves its metrics (a prefork worker: its parent process's own)."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    registry.register(BuildInfo())
 
 
 class Telemetry:
@@ -390,13 +432,15 @@ _current: Telemetry | None = None
 
 
 def telemetry() -> Telemetry:
-    """This process's `Telemetry`, built on first use."""
+    """This process's `Telemetry`, built on first use, with the process's own figures
+    (`process_collectors`) on its registry."""
     global _current
     current = _current
     if current is None:
         with _lock:
             if _current is None:
                 _current = Telemetry()
+                process_collectors(_current.registry)
             current = _current
     return current
 

@@ -86,6 +86,7 @@ def multiprocess_registry(path: Path) -> CollectorRegistry:
     """A registry that reads what every process recorded under `path`, at each scrape."""
     registry = CollectorRegistry()
     registry.register(Archived(path))
+    telemetry.process_collectors(registry)  # the serving (parent) process's own
     return registry
 
 
