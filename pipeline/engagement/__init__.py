@@ -22,9 +22,8 @@ the original JavaScript contract send exactly those) as well as the contracts:
 
 Two phases, so the shell judges the guardrails exactly once. `decide_engagement(work, ctx)`
 is the one-call form (work and context in, decision out) and judges the context's ledger
-rows itself. The engagement stage
-instead reads the ledger's tally from Redis, which needs the plan's dedupe key, targets and
-surface first:
+rows itself. The engagement stage instead reads the ledger's tally from Redis, which needs
+the plan's dedupe key, targets and surface first:
 
     plan = plan_engagement(env.report, EngagementContext(me=..., directory=view.directory,
                            channels=view.rooms, now_ms=..., limits=..., degraded=...))

@@ -1,8 +1,8 @@
 """Unit tests for the engagement decision (docs/architecture.md): triggers, target ladder, surface,
 ask.
 
-Pure: no server, no clock. Every expectation is the behaviour docs/architecture.md
-("Engagement") describes, branch by branch; fixtures are small literal camelCase dicts.
+Pure: no server, no clock. Each expectation pins one branch of the decision
+(docs/architecture.md, "Engagement"); fixtures are small literal camelCase dicts.
 """
 
 from __future__ import annotations
