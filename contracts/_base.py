@@ -1,6 +1,7 @@
 """Base model configuration shared by every contract. Pure data, no I/O.
 
-Contracts are camelCase on the wire (the seeds' JSON) and snake_case in Python.
+Contracts are camelCase on the wire (the JSON a seat or a gateway sends) and snake_case in
+Python.
 `Wire` models are frozen values; `StrictWire` also forbids unknown top-level
 fields, for inbound shapes where a typo would silently change behaviour.
 """

@@ -275,7 +275,7 @@ class OverridesPage(Wire):
 
 
 class ControllerStatus(Wire):
-    """The work controller's state as the seed shows it (`quietAt` null: never)."""
+    """The work controller's state as its status reports it (`quietAt` null: never)."""
 
     first: bool
     active: bool

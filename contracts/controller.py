@@ -45,8 +45,9 @@ ControllerReason = RunReason | HoldReason
 OutcomeKind = Literal["ok", "failed", "interrupted", "send_deferred"]
 OUTCOME_KINDS: frozenset[str] = frozenset(OutcomeKind.__args__)  # type: ignore[attr-defined]
 
-# A JSON scalar the seed keeps as it came (`news.pending`, `news.work.revision`, ...): the
-# controller's comparisons treat a missing or non-numeric one as the seed's `undefined` does.
+# A JSON scalar the controller keeps as it came (`news.pending`, `news.work.revision`, ...):
+# its comparisons read a missing or non-numeric one as JavaScript reads `undefined`
+# (pipeline/js.py): no count, never greater or smaller than a number.
 Loose = int | float | str | bool | None
 
 

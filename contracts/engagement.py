@@ -1,4 +1,5 @@
-"""The engagement decision: the seed's decision object, field for field. Pure data."""
+"""The engagement decision (docs/architecture.md, "Engagement"): the decision object on the
+wire, field for field. Pure data."""
 
 from __future__ import annotations
 

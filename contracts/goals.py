@@ -4,7 +4,7 @@ Inbound, and strict about unknown fields (a typo there would silently change wha
 `Objective` (the org file) and `Sample` (the samples endpoint). Lenient, like every provider
 payload: `WorkCandidate` (playbook templates and proposer output) and its parts.
 
-Outbound, field for field the seed's return objects:
+Outbound, field for field the objects the goal functions return on the wire:
 
     Gap              gap_for             {gap, target, value, withinTolerance, normalizedGap,
                                           trend, stale, stalenessPeriods}
@@ -16,10 +16,11 @@ Outbound, field for field the seed's return objects:
                                           contributors, gatedClasses,
                                           capabilityGap{missing, uncovered} | null, why}
 
-Numbers are `int | float` so an integer stays one: the reasons print 3, not 3.0, as the seed's
-JavaScript does. Money is integer micro-USD (`budgetMicros`, `estMicros`); the seed's cents
-fields are read where the seed has them. The value sets below are written down once; the
-pipeline's tuples (`GATES`, `WORK_DISPOSITIONS`) are read off them, so the two cannot drift.
+Numbers are `int | float` so an integer stays one: the reasons print 3, not 3.0, as
+JavaScript prints a number. Money is integer micro-USD (`budgetMicros`, `estMicros`); the
+cents fields (`estCents`, `remainingCents`) are read where a caller sends them. The value
+sets below are written down once; the pipeline's tuples (`GATES`, `WORK_DISPOSITIONS`) are
+read off them, so the two cannot drift.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ on). Pure data.
 
 Money is an integer number of micro-USD end to end (1 USD = 1_000_000 micros). On the wire a
 micros value is a JSON integer or a decimal string of one (`1500000`, `"1500000"`), never a
-float: the seed keeps money "a decimal string of integer micro-USD end to end", and a float is
-how a charge quietly becomes 0.30000000000000004 of something. `parse_micros` refuses, with a
+float: money stays an exact whole number of micros from the gateway to the budget, and a float
+is how a charge quietly becomes 0.30000000000000004 of something. `parse_micros` refuses, with a
 `ValueError` naming the field:
 
 - a float, even a whole one (`1.0`), and NaN or infinity;
@@ -13,7 +13,7 @@ how a charge quietly becomes 0.30000000000000004 of something. `parse_micros` re
 - anything else (None, Decimal, lists), and any value with `abs(x) >= MICROS_BOUND` (10**15
   micros is a billion dollars, and stays exact as a JavaScript number, below 2**53).
 
-`CostFrame` is one turn's cost, as the seed's `parseCohortSseFrame` reads it, plus where it
+`CostFrame` is one turn's cost, as a gateway's cost frame reports it, plus where it
 belongs (seat, objective, turn) and when it happened:
 
     {costMicros, enforcement, shadowCostMicros, quotaSource, seatId, objective, atMs, turnId}
@@ -22,17 +22,17 @@ belongs (seat, objective, turn) and when it happened:
 `shadowCostMicros` is what enforcement WOULD have charged and is never a charge. `quotaSource`
 (`ledger | unreadable | not_read | not_admitted`) says why a quota is empty when it is. Both
 vocabularies are pinned lowercase words, and an unrecognised or absent value reads as None
-rather than refusing the frame: the seed records what came and never invents a charge, so a
+rather than refusing the frame: Seatwire records what came and never invents a charge, so a
 gateway that adds a fourth mode (or sends `"ON"`) is recorded as "enforcement unknown" and
 charges nothing. It is never promoted to `on`. Money is the opposite case: a malformed amount
 is refused, because reading it as "no cost" would silently drop a real charge.
 
-The seed's four keys are always present in `to_wire()` and may be null, as the seed's parser
-emits them; `atMs` is required (a cost that cannot be placed in a budget window is useless);
-`seatId`, `objective` and `turnId` are optional. Costs are never negative. Unknown top-level
-fields are ignored, like every frame a gateway sends. Snake_case keys (`cost_micros`) are read
-too, as the seed reads `obj.cost_micros ?? obj.costMicros`; a frame carrying both spellings of
-one key is read by its camelCase one (pydantic's rule; the seed would take the snake_case one).
+The frame's four cost keys (`costMicros`, `enforcement`, `shadowCostMicros`, `quotaSource`)
+are always present in `to_wire()` and may be null; `atMs` is required (a cost that cannot be
+placed in a budget window is useless); `seatId`, `objective` and `turnId` are optional.
+Costs are never negative. Unknown top-level fields are ignored, like every frame a gateway
+sends. Snake_case keys (`cost_micros`) are read too, for gateways that send them; a frame
+carrying both spellings of one key is read by its camelCase one (pydantic's rule).
 """
 
 from __future__ import annotations
@@ -93,12 +93,12 @@ def parse_cost_micros(value: object, *, name: str = "micros") -> int:
 
 
 def read_enforcement(value: object) -> Enforcement | None:
-    """The seed's `readEnforcementState`: one of the pinned words, else None (never `on`)."""
+    """The enforcement state: one of the pinned words, else None (never `on`)."""
     return _read_word(value, ENFORCEMENT_STATES)
 
 
 def read_quota_source(value: object) -> QuotaSource | None:
-    """The seed's `readQuotaSourceState`: one of the pinned words, else None."""
+    """The quota source: one of the pinned words, else None."""
     return _read_word(value, QUOTA_SOURCES)
 
 

@@ -134,8 +134,8 @@ class RunPolicy(Wire):
     """What a run judges against besides the objectives: caps, freshness, reach and peers.
 
     A cap left None is admission's default. `mandateStaleness` is the mandate cache's
-    freshness for the freshness gate (None: not known, which the gate lets through, as the
-    seed does). `reachable` maps a seat to the capability ids it reaches.
+    freshness for the freshness gate (None: not known, which the gate lets through: an
+    unknown staleness is not a stale one). `reachable` maps a seat to the capability ids it reaches.
     """
 
     max_open_per_objective: int | None = Field(default=None, ge=0)

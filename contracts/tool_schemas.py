@@ -1,13 +1,14 @@
 """The input schemas of the seats' coordination tools (project-tools.json), exactly: what
 `tools/list` answers with and what every tool call is validated against. Pure data.
 
-The tool names and their `inputSchema` objects are the seed's, key for key (a client generated
-against the seed's tools works here unchanged). The descriptions a client reads are Seatwire's
-own, in `workers/tools/`.
+The tool names and their `inputSchema` objects are those of project-tools.json, key for key
+(a client generated against those tools works here unchanged). The descriptions a client
+reads are Seatwire's own, in `workers/tools/`.
 
-Beyond the seed's fifteen, Seatwire serves tools of its own (`EXTRA_TOOL_NAMES`: a seat's
+Beyond those fifteen, Seatwire serves tools of its own (`EXTRA_TOOL_NAMES`: a seat's
 asks, issue 26), listed after them; `SERVED_TOOL_NAMES` and `SERVED_INPUT_SCHEMAS` are both
-together, in the order `tools/list` answers. The seed's own stay exactly as the seed has them.
+together, in the order `tools/list` answers. The fifteen stay exactly as project-tools.json
+has them.
 """
 
 from __future__ import annotations
@@ -299,6 +300,6 @@ EXTRA_INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
 SERVED_TOOL_NAMES: Final[tuple[str, ...]] = (*TOOL_NAMES, *EXTRA_TOOL_NAMES)
 SERVED_INPUT_SCHEMAS: Final[dict[str, dict[str, Any]]] = {**INPUT_SCHEMAS, **EXTRA_INPUT_SCHEMAS}
 
-# Every tool (the seed's and Seatwire's own) runs to completion in its call: none is an MCP
+# Every tool (the fifteen and Seatwire's own) runs to completion in its call: none is an MCP
 # task.
 EXECUTION: Final[dict[str, Any]] = {"taskSupport": "forbidden"}

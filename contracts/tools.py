@@ -2,8 +2,8 @@
 as pydantic models that accept exactly what those input schemas accept
 (`contracts/tool_schemas.py`). Pure data.
 
-Field names are the seed's own (snake_case, as its tools take them). Unknown fields are
-refused where the seed's schema says `additionalProperties: false` (record_work_intent,
+Field names are those of the input schemas (snake_case, as the tools take them). Unknown
+fields are refused where the schema says `additionalProperties: false` (record_work_intent,
 open_decision) and ignored elsewhere, as a JSON Schema validator would. JSON Schema's
 `integer` is a number without a fraction (7.0 is 7; never a boolean); its strings are not
 coerced from numbers. `ToolError` is how any tool refuses (the pure rules raise it too).
@@ -62,13 +62,13 @@ class ToolError(Exception):
 
 
 class ToolInput(BaseModel):
-    """A tool's arguments: unknown ones ignored (the seed's schema allows them)."""
+    """A tool's arguments: unknown ones ignored (the tool's input schema allows them)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class ClosedToolInput(BaseModel):
-    """A tool's arguments where the seed's schema refuses any other field."""
+    """A tool's arguments where the tool's input schema refuses any other field."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -198,7 +198,8 @@ TOOL_INPUTS: dict[str, type[BaseModel]] = {
     "decide_direction": DecideDirection,
 }
 
-# Seatwire's own tools beyond the seed's (contracts/tool_schemas.py EXTRA_TOOL_NAMES).
+# Seatwire's own tools beyond the fifteen project tools (contracts/tool_schemas.py
+# EXTRA_TOOL_NAMES).
 EXTRA_TOOL_INPUTS: dict[str, type[BaseModel]] = {
     "list_asks": ListAsks,
     "get_ask": GetAsk,

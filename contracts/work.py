@@ -1,4 +1,5 @@
-"""A seat's work report: the seed's `work` object of decideEngagement, plus seatId and revision.
+"""A seat's work report: the `work` object the engagement decision reads (`decide_engagement`),
+plus seatId and revision.
 
 Inbound, so unknown fields are refused: a misspelt `selfServeExhausted` must be a 422, not a
 quietly different decision. Pure data.

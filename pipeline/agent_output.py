@@ -309,8 +309,8 @@ class AgentOutputCollector:
         self._errors.append(text)
 
     def _deny(self, tool_use_id: object, tool: object) -> None:
-        """Record a permission denial of `tool`, once per tool use id (the seed's
-        observeDenial)."""
+        """Record a permission denial of `tool`, once per tool use id: a tool use reported
+        twice is one denial."""
         name = safe_name(tool)
         key = _key(tool_use_id) if isinstance(tool_use_id, str) and tool_use_id else None
         if name is None or (key is not None and key in self._denied_ids):

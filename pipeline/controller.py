@@ -21,10 +21,10 @@ ended. The rules, in the order `decide` applies them:
   quiet interval elapsed; and with none of them, `idle`.
 
 The whole state is a `ControllerState` (`to_state` / `from_state`), so it lives in Redis: any
-worker can decide for any seat, and a restart forgets nothing. Where the seed compares news
-objects by identity, two news values here are the same observation exactly when their
-`observationId`s are equal. Loose inputs are read as the seed's JavaScript reads them
-(`pipeline/js.py`): a missing count is no count, a numeric string compares as a number.
+worker can decide for any seat, and a restart forgets nothing. News is compared by value, not
+by object identity: two news values are the same observation exactly when their
+`observationId`s are equal. Loose inputs are read by JavaScript's rules (`pipeline/js.py`): a
+missing count is no count, a numeric string compares as a number.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ class WorkController:
         return ControllerState.model_validate(self._s)
 
     def status(self) -> dict[str, Any]:
-        """The seed's status, camelCase: `quietAt` None is never, `retryAt` None is none."""
+        """The status (`ControllerStatus`), camelCase: `quietAt` None is never, `retryAt` None is
+        none."""
         s = self._s
         return {
             "first": s["first"],
@@ -387,7 +388,7 @@ def _mark(pending: object, acknowledged: object) -> dict[str, Loose]:
 
 
 def _nullish(value: object) -> object:
-    """The seed's `value ?? 0`."""
+    """JavaScript's `value ?? 0`: a missing or null value counts as 0."""
     return value if present(value) else 0
 
 

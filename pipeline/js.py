@@ -1,9 +1,10 @@
-"""How the seeds' JavaScript reads and prints a loose value, in one place. Pure.
+"""How JavaScript reads and prints a loose value, in one place. Pure.
 
-The goal functions take the seed's camelCase mappings or the contracts, and must decide and
-word their reasons exactly as the seed does (the engagement's `given` reads truthiness here
-too). The seeds read with JavaScript's rules (`x || {}`, `Number(x)`, `Number.isFinite(x)`,
-`String(x)`, template literals, `toFixed`), so those rules live here.
+The goal functions take camelCase mappings or the contracts, and must decide and word their
+reasons exactly as the original JavaScript contract did (docs/architecture.md, "Engagement"),
+so that a caller written against it sees the same answers (the engagement's `given` reads
+truthiness here too). That contract reads with JavaScript's rules (`x || {}`, `Number(x)`,
+`Number.isFinite(x)`, `String(x)`, template literals, `toFixed`), so those rules live here.
 
 `undefined` and `null` differ in JavaScript (`Number(undefined)` is NaN, `Number(null)` is 0):
 a mapping's missing key reads as `UNDEFINED` and its `None` as `null`. An object's attribute
@@ -37,7 +38,7 @@ class _Undefined:
 UNDEFINED: Final = _Undefined()
 EMPTY: Mapping[str, object] = {}
 
-# Values that have no named properties of their own in the seed's reading (`"x".state` is
+# Values that have no named properties of their own in JavaScript's reading (`"x".state` is
 # undefined); everything else is read as a mapping or by attribute.
 _NO_PROPERTIES = (str, bytes, int, float, bool, list, tuple, set, frozenset, _Undefined)
 # StrWhiteSpaceChar: what `Number(" 40 ")` trims, which is not quite Python's `str.strip()`.
@@ -56,7 +57,7 @@ def _snake(camel: str) -> str:
 
 
 def field(obj: object, camel: str) -> object:
-    """`obj.camel` as the seed reads it: a mapping by its camelCase key (else the snake_case
+    """`obj.camel` as JavaScript reads it: a mapping by its camelCase key (else the snake_case
     one), anything else by its snake_case attribute; `UNDEFINED` when there is none."""
     if type(obj) is dict:  # the common case, without the ABC's isinstance (a hot path)
         if camel in obj:
@@ -90,7 +91,7 @@ def truthy(value: object) -> bool:
 
 
 def either(first: object, second: object) -> object:
-    """The seed's `first || second`."""
+    """JavaScript's `first || second`."""
     return first if truthy(first) else second
 
 
@@ -99,12 +100,12 @@ def is_array(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
 
 
 def items(value: object) -> list[object]:
-    """The seed's `Array.isArray(x) ? x : []`."""
+    """JavaScript's `Array.isArray(x) ? x : []`."""
     return list(value) if is_array(value) else []
 
 
 def concat(value: object) -> list[object]:
-    """The seed's `[].concat(x || [])`: an array's items, a lone value as one item."""
+    """JavaScript's `[].concat(x || [])`: an array's items, a lone value as one item."""
     if not truthy(value):
         return []
     return list(value) if is_array(value) else [value]

@@ -1,8 +1,8 @@
 """Why a seat's main-session launch failed, when to rotate its id, and when to ask a person. Pure.
 
-Ports the behaviour of the seed's `lib/session/launch-failure.mjs` (name a failed launch,
-count identical failures, escalate), `identity.mjs` (`rotationDecision`, `rotateMainSession`,
-`newMainSession`) and `resume-target.mjs` (is the resumed transcript on disk?).
+Three concerns: a failed launch (name it, count identical failures, escalate), the main
+session's identity (when to relaunch, rotate or back off; the record after a rotation; a fresh
+record) and the resume target (is the resumed transcript on disk?).
 
     classify_launch_failure   one launch's outcome -> {kind, proven, detail}
     launch_failure_signature  what counts as "the same failure again" (never the session id)
@@ -15,11 +15,11 @@ count identical failures, escalate), `identity.mjs` (`rotationDecision`, `rotate
     resume_target_state       present | missing | unknown, from a directory listing
     iso / parse_iso           `Date#toISOString` and `Date.parse` for ms timestamps, by hand
 
-Each function takes the seed's argument object as a camelCase mapping, or as keywords (snake
-or camel case), and returns the seed's shape as a plain dict with camelCase keys. Time and
-randomness arrive as arguments (`now`, `uuid`); the directory lister is injected per call or
-replaced with `set_default_lister`; by default it is `os.listdir` (the one I/O this
-module may do, pinned by issue 12 and allowed by name in tests/test_architecture.py).
+Each function takes its arguments as one camelCase mapping, or as keywords (snake or camel
+case), and returns a plain dict with camelCase keys. Time and randomness arrive as arguments
+(`now`, `uuid`); the directory lister is injected per call or replaced with
+`set_default_lister`; by default it is `os.listdir` (the one I/O this module may do, pinned
+by issue 12 and allowed by name in tests/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _camel(snake: str) -> str:
 
 
 def _args(a: Args, kw: Mapping[str, object]) -> Mapping[str, object]:
-    """The seed's argument object: the mapping given, with keywords (snake_case or camelCase)
+    """The arguments as one object: the mapping given, with keywords (snake_case or camelCase)
     laid over it under their camelCase keys."""
     if not kw:
         return EMPTY if a is None else a
@@ -469,8 +469,8 @@ def rotation_decision(a: Args = None, **kw: object) -> dict[str, object]:
 
 
 def new_main_session(opts: Args = None, **kw: object) -> dict[str, object]:
-    """A fresh main-session record. The seed's `newMainSession` body is not in its diff; this
-    is the shape `parseMainSession` reads back: id, creation stamp, no resumes, no rotations."""
+    """A fresh main-session record, in the shape a session record is read back in: id,
+    creation stamp, no resumes, no rotations."""
     opts = _args(opts, kw)
     uuid = field(opts, "uuid")
     if not callable(uuid):

@@ -4,7 +4,7 @@ launch addresses (docs/architecture.md, "The work controller"). Pure: time, rand
 ids arrive as arguments.
 
 - `tick_seat`: what a beat tick does for a seat. A running turn whose lease ran out is settled
-  as failed (its worker died: the seed's "nothing is ever dropped" holds for turns too), a
+  as failed (its worker died: nothing is ever dropped, and that holds for turns too), a
   queued turn nobody started is published again, then the controller decides; a `run` begins
   the seat's one turn and gives its id. A seat the controller has stopped for its failures
   escalates once, if its failures had not already escalated.
@@ -844,8 +844,8 @@ CONTROLS: tuple[Control, ...] = ("pause", "resume", "run-now")
 
 
 def apply_control(run: SeatRun, what: Control, options: ControllerOptions) -> SeatRun:
-    """An operator's control on the seat's record. `run-now` is the seed's
-    `requestContinuation` (it clears a stop for failures) plus steering (a turn on the next
+    """An operator's control on the seat's record. `run-now` asks the controller for a
+    continuation (it clears a stop for failures) plus steering (a turn on the next
     tick even without news), unless the seat or the project is paused."""
     if what == "pause":
         return run.model_copy(update={"paused": True})

@@ -1,5 +1,5 @@
-"""What the inbound stream saw of the project's GitHub work, for `find_work` (issue 13, seed
-002): reading a webhook payload into work summaries, the filters a call means (with its
+"""What the inbound stream saw of the project's GitHub work, for `find_work` (issue 13):
+reading a webhook payload into work summaries, the filters a call means (with its
 cursor), and the page (at most 20 items or 24 KiB of them, at least one). Pure: the
 workers/stores/work.py store keeps the summaries in Redis, workers/tools/work.py serves them.
 

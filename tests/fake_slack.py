@@ -41,7 +41,7 @@ Faults (`Fault` values, built with the functions below), scripted per API method
 
 `script(method, [fault | None, ...])` queues faults for the next calls; `chaos(method,
 {fault: p}, seed=)` draws one per call from a seeded RNG (drawn on every call, so the n-th
-draw depends only on the seed; a non-empty script wins); `rate_limit(method, per_channel_per_s)`
+draw depends only on `seed`; a non-empty script wins); `rate_limit(method, per_channel_per_s)`
 answers 429 to a call that would apply within 1/N s of the last applied one in that channel.
 The fault of an applying call is stored on its `Post`. "Applied" for methods other than
 chat.postMessage means the method took effect (a channel opened, created, users invited).

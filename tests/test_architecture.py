@@ -61,7 +61,7 @@ FORBIDDEN_CALLS: dict[str, str] = {
 CLOCK_METHODS = frozenset({"now", "utcnow", "today"})
 
 # The one exception, pinned by issue 12: `resume_target_state(a, deps=None)` lists the real
-# directory when no `readdirSync` is injected (the seed's default). Only `os.listdir` may be
+# directory when no `readdirSync` is injected (its default). Only `os.listdir` may be
 # used there; every caller in workers/ passes its lister explicitly.
 ALLOWED_IMPORTS: dict[tuple[str, str], frozenset[str]] = {
     ("pipeline/launches.py", "os"): frozenset({"listdir"}),

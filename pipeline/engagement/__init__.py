@@ -7,8 +7,8 @@ the context), no I/O. The threshold: engage only when a specific, named person's
 consent is a precondition for the work, and the seat cannot supply it itself. Anything below
 it is an explicit "nobody" with a reason code, never a silent branch.
 
-One module per step of the seed, each callable alone with the seed's camelCase dicts (seats
-written against the seed send exactly those) as well as the contracts:
+One module per step, each callable alone with plain camelCase dicts (seats written against
+the original JavaScript contract send exactly those) as well as the contracts:
 
     triggers   evaluate_triggers   1. whether: which trigger fires, what nearly did and why not
     targets    resolve_targets     2. who: explicit, ownership, expertise, supervisory
@@ -21,9 +21,9 @@ written against the seed send exactly those) as well as the contracts:
     work       Work                the work report as the decision reads it, typed
 
 Two phases, so the shell judges the guardrails exactly once. `decide_engagement(work, ctx)`
-is the seed's function and judges the context's ledger rows itself. The engagement stage
-instead reads the ledger's tally from Redis, which needs the plan's dedupe key, targets and
-surface first:
+is the one-call form (work and context in, decision out) and judges the context's ledger
+rows itself. The engagement stage instead reads the ledger's tally from Redis, which needs
+the plan's dedupe key, targets and surface first:
 
     plan = plan_engagement(env.report, EngagementContext(me=..., directory=view.directory,
                            channels=view.rooms, now_ms=..., limits=..., degraded=...))

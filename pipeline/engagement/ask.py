@@ -79,7 +79,7 @@ def compose_ask(
 
     Order: headline, summary, where it stopped, what was tried (at most 5), the ask line,
     then the single question (with options when there are at least two) and the link last.
-    `surface` is the seed's argument; the words do not depend on it.
+    `surface` is accepted for callers that pass it; the words do not depend on it.
     """
     trig = trigger or {}
     names = [_name(t) for t in targets]

@@ -9,8 +9,9 @@ A frozen dataclass, not a pydantic contract in `contracts/`, on purpose:
 - it is built once per decision on the hot path, where re-validating a 1,000-member directory
   (or even walking it) would cost more than the decision itself.
 
-`EngagementContext.of` reads the seed's context (camelCase keys, or an object with snake_case
-attributes) by the seed's rules, which is what `decide_engagement` accepts.
+`EngagementContext.of` reads a plain context (camelCase keys, or an object with snake_case
+attributes; a camelCase key wins over its snake_case spelling), which is what
+`decide_engagement` accepts.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ _STRINGS: TypeAdapter[tuple[str, ...]] = TypeAdapter(tuple[str, ...])
 class EngagementContext:
     """Everything but the work: who decides, the org, the ledger, the limits and the time.
 
-    `ledger` is every seat's rows that concern these targets (the seed's `ctx.ledger`); `None`
+    `ledger` is every seat's rows that concern these targets (a plain context's `ledger`); `None`
     when the shell judges a tally it reads itself (`plan_engagement`, then
-    `conclude_engagement`). Rows may still be the seed's dicts: each is validated only when
+    `conclude_engagement`). Rows may still be camelCase dicts: each is validated only when
     the guardrails count it.
     """
 
@@ -59,7 +60,7 @@ class EngagementContext:
 
     @classmethod
     def of(cls, ctx: EngagementContext | Mapping[str, object] | object) -> EngagementContext:
-        """The seed's context (camelCase mapping, or snake_case attributes) as a typed one."""
+        """A plain context (camelCase mapping, or snake_case attributes) as a typed one."""
         if isinstance(ctx, EngagementContext):
             return ctx
         raw_limits = seed_get(ctx, "limits", "limits")
@@ -79,7 +80,7 @@ class EngagementContext:
 
 
 def seed_get(ctx: object, camel: str, snake: str) -> object:
-    """One leg of the seed's context: its camelCase key, else its snake_case name."""
+    """One leg of a plain context: its camelCase key, else its snake_case name."""
     if isinstance(ctx, Mapping):
         return ctx.get(camel, ctx.get(snake))
     return getattr(ctx, snake, None)

@@ -1,7 +1,7 @@
 """5. The decision: plan it, judge it against the guardrails once, conclude it. Pure.
 
 `plan_engagement` is everything up to the guardrails; `conclude_engagement` applies one
-verdict to a plan. `decide_engagement` is the seed's function: plan, the verdict of the
+verdict to a plan. `decide_engagement` is all of it in one call: plan, the verdict of the
 context's ledger rows (`check_guardrails`), conclude.
 """
 
@@ -23,7 +23,7 @@ from pipeline.guardrails import check_guardrails, dedupe_key_for
 
 
 class _Common(TypedDict, total=False):
-    """The fields every decision about one piece of work carries (as the seed sets them)."""
+    """The fields every decision about one piece of work carries, whatever its outcome."""
 
     work_id: str
     considered_not_engaged: tuple[str, ...]  # only when somebody was considered
@@ -86,7 +86,7 @@ def decide_engagement(
     """Decide whether to engage anyone, whom and where, or record why nobody.
 
     ``ctx`` (`EngagementContext`, dict or object): me, directory, channels, ledger (rows; the
-    guardrails judge them exactly as in the seed, an absent ledger as an empty one), nowMs
+    guardrails judge them, an absent ledger as an empty one), nowMs
     (required: this function has no clock), limits, supervisorId, maxTargets, degraded.
     """
     now_ms = seed_now_ms(ctx)

@@ -1,7 +1,7 @@
 """The org's members, indexed for the target ladder (`Directory`). Pure.
 
 The shell builds one `Directory` per org version (`OrgView`) and hands it to every decision;
-the seed's plain member list (camelCase dicts or `Member` contracts) is indexed on the spot,
+a plain member list (camelCase dicts or `Member` contracts) is indexed on the spot,
 which is correct, only slower.
 
 Building one reads every member once (equal role/tagline/team texts are tokenised once). The
@@ -141,7 +141,7 @@ def _from_mapping(m: Mapping[str, object], words: _Words) -> _Entry | None:
         name=text(m.get("displayName"))
         or text(m.get("name"))
         or text(m.get("slug"))
-        # The seed's name falls back to `id`, not `memberId`: an entry keyed only by
+        # The name falls back to `id`, not `memberId`: an entry keyed only by
         # memberId has an empty name.
         or text(m.get("id")),
         role=text(m.get("roleTitle")) or text(m.get("title")),
@@ -342,7 +342,7 @@ class Directory:
             entry = _read(raw, words)
             if entry is not None:
                 # A later entry with the same id replaces the earlier one, in the earlier's
-                # place (the seed builds a Map by id, which keeps first insertion order).
+                # place, as a map keyed by id keeps its first insertion order.
                 by_id[entry.id] = entry
         return cls(entries=tuple(by_id.values()), by_id=by_id)
 

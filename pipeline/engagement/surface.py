@@ -55,7 +55,7 @@ def _room(raw: object) -> _Room | None:
 
 
 def _rooms(channels: object) -> list[_Room]:
-    """The channels (`Channel` contracts or the seed's dicts) as rooms with member sets."""
+    """The channels (`Channel` contracts or camelCase dicts) as rooms with member sets."""
     if isinstance(channels, Rooms):
         return list(channels.rooms)
     found = (_room(raw) for raw in (channels if isinstance(channels, list | tuple) else ()))
@@ -77,7 +77,7 @@ EMPTY_ROOMS = Rooms(())
 
 
 class PlacementSeed(TypedDict):
-    """`choose_surface`'s answer in the seed's shape."""
+    """`choose_surface`'s answer as a camelCase dict."""
 
     surface: str
     channelId: str | None
@@ -131,8 +131,8 @@ def place(w: Work, member_ids: Sequence[str], rooms: Rooms, me: str) -> Placemen
             for r in rooms.rooms
             if r.id and r.members and r.members.issuperset(ids) and (not me or me in r.members)
         ),
-        # The seed's comment: smallest wins (fewest bystanders), and a tie prefers a private or
-        # group room over a public one. Its code sorts by size only; this implements the comment.
+        # The smallest room wins (fewest bystanders), and a tie prefers a private or group
+        # room over a public one (the JavaScript original sorted by size only).
         key=lambda r: (len(r.members), r.kind not in _PRIVATE_KINDS),
     )
     if fits:

@@ -21,7 +21,7 @@ MAX_TARGETS = 3
 
 
 class Routing(TypedDict):
-    """`resolve_targets`'s answer in the seed's shape."""
+    """`resolve_targets`'s answer as a camelCase dict."""
 
     targets: list[Target]
     why: list[str]
@@ -34,7 +34,7 @@ class Routed:
 
 
 def target_cap(max_targets: object) -> int:
-    """The seed's `Number.isFinite(maxTargets) ? maxTargets : 3`; a bool is not a number.
+    """`maxTargets` when it is a finite number, else 3; a bool is not a number.
 
     A fractional cap admits as many as its ceiling (the ladder stops at `picked >= cap`)."""
     if (
@@ -115,7 +115,8 @@ def route(
 
 
 def _named(w: Work, trigger: Fired) -> list[tuple[str, str]]:
-    """Rung 1: everyone the work names as the one who must act, in the seed's order."""
+    """Rung 1: everyone the work names as the one who must act, in the order the work names
+    them."""
     named: list[tuple[str, str]] = []
     if trigger.owner_id:
         named.append((trigger.owner_id, "the work names them as the one who must act"))
@@ -157,8 +158,8 @@ def _experts(picks: _Picks, scope_tokens: list[str]) -> None:
     """Rung 3: role, tagline or team overlaps the scope on two tokens, or one of 5+ characters.
 
     A single short word ("api", "ops") matching a title is coincidence, not a reason. The
-    directory hands over the candidates best score first, directory order breaking ties (the
-    seed's stable sort), so the rung reads only as far as its cap."""
+    directory hands over the candidates best score first, directory order breaking ties (a
+    stable sort), so the rung reads only as far as its cap."""
     d = picks.d
     for i in d.experts(scope_tokens):
         if picks.full():
@@ -210,7 +211,7 @@ def resolve_targets(
 
 
 def directory_of(members: object) -> Directory:
-    """The seed's `directory`: a prepared `Directory`, a member list, or nothing (empty)."""
+    """A context's `directory`: a prepared `Directory`, a member list, or nothing (empty)."""
     if isinstance(members, Directory):
         return members
     if isinstance(members, Iterable):

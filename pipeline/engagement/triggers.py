@@ -33,7 +33,7 @@ _CONSENT = "irreversible_or_external"  # its fired entry names no owner: consent
 
 
 class FiredSeed(TypedDict):
-    """A fired trigger in the seed's shape."""
+    """A fired trigger as a camelCase dict."""
 
     trigger: str
     code: str
@@ -65,7 +65,7 @@ class Fired:
 
     @classmethod
     def of(cls, seed: Fired | Mapping[str, object] | None) -> Fired:
-        """A fired trigger as the seed passes it around (its camelCase dict), or none."""
+        """A fired trigger, from the contract or its camelCase dict, or none."""
         if isinstance(seed, Fired):
             return seed
         t = seed or {}

@@ -1,4 +1,4 @@
-"""How the seed's JavaScript reads a loose value, in one place. Pure.
+"""How the engagement reads a loose value by JavaScript's rules, in one place. Pure.
 
 A seat written against the original JavaScript engagement module sends plain JSON, which that
 module read with JavaScript's rules: `x || ""`, `x || null`, `x || {}`, `x === true`. These
@@ -18,14 +18,14 @@ EMPTY: Mapping[str, object] = {}
 
 
 def plain(value: object) -> object:
-    """A contract as the seed's camelCase dict; anything else unchanged."""
+    """A contract as its camelCase dict; anything else unchanged."""
     if isinstance(value, BaseModel):
         return value.model_dump(by_alias=True, mode="json")
     return value
 
 
 def part(value: object) -> Mapping[str, object]:
-    """A nested object of a seed mapping, or an empty one (the seed's `x || {}`)."""
+    """A nested object of a camelCase mapping, or an empty one (JavaScript's `x || {}`)."""
     value = plain(value)
     return value if isinstance(value, Mapping) and value else EMPTY
 
@@ -36,12 +36,12 @@ def lc(value: object) -> str:
 
 
 def text(value: object) -> str:
-    """The seed's `String(x || "")`: a falsy value is empty text."""
+    """JavaScript's `String(x || "")`: a falsy value is empty text."""
     return str(value) if value else ""
 
 
 def given(value: object) -> bool:
-    """JavaScript truthiness (the seed's `x || null`): an empty object still counts as given."""
+    """JavaScript truthiness (`x || null`): an empty object still counts as given."""
     return truthy(plain(value))
 
 

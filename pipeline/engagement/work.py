@@ -1,7 +1,7 @@
 """The work report as the engagement decision reads it: one typed value from either shape. Pure.
 
-`Work.of` reads a `WorkReport` by attribute (no dump on the hot path) and the seed's camelCase
-mapping by the seed's own rules (`values`), so a contract and the dict it validates from
+`Work.of` reads a `WorkReport` by attribute (no dump on the hot path) and a camelCase
+mapping by JavaScript's rules (`values`), so a contract and the dict it validates from
 decide alike. Text is normalised once here: every field the decision reads is a `str` (empty
 when not given), a flag is a `bool`, and a nested part is present or `None`.
 """
@@ -52,7 +52,7 @@ class Origin:
 class Work:
     """What the decision reads of one piece of work. `None` parts were not given."""
 
-    id: str = ""  # trimmed (the seed also takes `key`): the decision's workId
+    id: str = ""  # trimmed (`key` when `id` is empty): the decision's workId
     id_text: str = ""  # the id as given: the headline when there is no title
     title: str = ""
     headline: str = ""  # replaces the trigger's template headline when given
@@ -64,7 +64,7 @@ class Work:
     tried: tuple[str, ...] = ()
     state: str = ""  # lowercased; empty reads as in_progress
     origin: Origin = Origin()
-    blocker: Blocker | None = None  # None: no blocker named (the seed's `blocker || null`)
+    blocker: Blocker | None = None  # None: no blocker named (`blocker || null`)
     self_serve_exhausted: bool = False  # only an explicit `true`
     risks: tuple[str, ...] = ()  # the RISK_KINDS set, in that order
     review: Review | None = None
@@ -75,7 +75,7 @@ class Work:
 
     @classmethod
     def of(cls, work: Work | WorkReport | Mapping[str, object] | object) -> Work:
-        """The work, from the contract, the seed's camelCase mapping, or anything else (empty)."""
+        """The work, from the contract, its camelCase mapping, or anything else (empty)."""
         if isinstance(work, Work):
             return work
         if isinstance(work, WorkReport):
@@ -124,7 +124,7 @@ def _from_report(r: WorkReport) -> Work:
 
 
 def _named(parties: object) -> tuple[str, ...]:
-    """The seed's `parties.filter(Boolean).map(String)`: a falsy entry names nobody."""
+    """JavaScript's `parties.filter(Boolean).map(String)`: a falsy entry names nobody."""
     return tuple(str(p) for p in parties if p) if isinstance(parties, list | tuple) else ()
 
 
@@ -169,7 +169,7 @@ def _from_mapping(w: Mapping[str, object]) -> Work:
 
 
 def _blocker(raw: object) -> Blocker | None:
-    # The seed's `work.blocker || null`: an empty blocker object is still a named blocker (of
+    # JavaScript's `work.blocker || null`: an empty blocker object is still a named blocker (of
     # unknown kind, so the seat's own), not an unnamed one; the contract path agrees.
     if not given(raw):
         return None

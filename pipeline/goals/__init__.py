@@ -2,8 +2,9 @@
 
 See docs/architecture.md, "The goal steward".
 
-One module per step, each callable alone with the seed's camelCase mappings or the contracts
-of `contracts.goals`, each returning a contract whose `to_wire()` is the seed's object:
+One module per step, each callable alone with plain camelCase mappings or the contracts of
+`contracts.goals`, each returning a contract whose `to_wire()` is the camelCase object a
+caller reads:
 
     kpi        gap_for              how far the objective is from target, trend, staleness
     admission  decide_for_gap       what a gap should produce: none/create/escalate/log/drift

@@ -21,11 +21,11 @@ An operator may override `OVERRIDABLE_GATES` (wip, trend, budget) for one candid
 (`admit(..., overridden=...)`): such a gate that would refuse is recorded in the trail as
 passed, its detail saying it was overridden and what it would have said, and judging goes
 on; the verdict (an `OverriddenAdmission`) names those gates. The other gates cannot be
-overridden. Without `overridden` nothing differs from the seed.
+overridden. Without `overridden` every gate judges as written above.
 
-Inputs are the seed's: camelCase mappings (read by JavaScript's rules, `pipeline.js`) or
-the contracts. Reasons are the seed's words, numbers printed as its JavaScript prints them.
-Money: the seed's `estCents` / `remainingCents`, unless the candidate's `estMicros` and the
+Inputs are camelCase mappings (read by JavaScript's rules, `pipeline.js`) or the contracts.
+Reasons are fixed wordings, numbers printed as JavaScript prints them. Money: the cents keys
+`estCents` / `remainingCents`, unless the candidate's `estMicros` and the
 context's `remainingMicros` are both given, which then decide and are named in micros.
 """
 
@@ -75,7 +75,7 @@ Verdict = tuple[bool, str]  # (passed, detail): a failure's detail is its reason
 
 
 class AdmissionContext(TypedDict, total=False):
-    """What `admit` judges a candidate against: the seed's `ctx`, key for key."""
+    """What `admit` judges a candidate against: the context mapping, key for key."""
 
     objective: Objective | Loose
     gap: Gap | Loose
@@ -107,12 +107,12 @@ def _words(title: object) -> set[str]:
 def decide_for_gap(
     gap: Gap | Loose | None, coverage: int | float | Loose | None = 0
 ) -> GapDecision:
-    """What a gap should produce (the seed's decision table), given the items in flight.
+    """What a gap should produce (a fixed decision table), given the items in flight.
 
     No measurement (no gap, or its `gap` missing or None) and a stale sensor are `drift`;
     within tolerance is `none`; off target with nothing in flight is `create`; with work in
     flight an improving trend is `log`, a flat or worsening one `escalate`. `coverage` may
-    also be the seed's options object, `{"coverage": n}`; anything but a finite number is 0.
+    also be an options object, `{"coverage": n}`; anything but a finite number is 0.
     """
     n = field(coverage, "coverage") if isinstance(coverage, Mapping) else coverage
     return _decide(gap, n if is_finite(n) else 0)
@@ -148,7 +148,7 @@ def _decide(gap: object, coverage: int | float) -> GapDecision:
 
 
 def _periods(value: object) -> str:
-    """The seed's `(gap.stalenessPeriods || 0).toFixed(1)`; `toFixed` of a non-number throws."""
+    """JavaScript's `(gap.stalenessPeriods || 0).toFixed(1)`; `toFixed` of a non-number throws."""
     if not truthy(value):
         return to_fixed(0, 1)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -208,7 +208,7 @@ def _verdict(
     checks: Sequence[AdmissionCheck],
     pushed: Sequence[Gate] = (),
 ) -> Admission:
-    """The seed's `Admission`, or, when overrides were asked for, an `OverriddenAdmission`."""
+    """An `Admission`, or, when overrides were asked for, an `OverriddenAdmission`."""
     if not overridden:
         return Admission(admitted=admitted, gate=gate, reason=reason, checks=tuple(checks))
     return OverriddenAdmission(

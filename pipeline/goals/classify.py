@@ -14,7 +14,7 @@ engagement's. Collaborators come from the candidate and from the objective it ad
 objective-level REVIEWER reviews every task under it); this seat is never its own doer,
 reviewer, approver or contributor. It decides, it does not act: dispatch is the shell's.
 
-Inputs are the seed's camelCase mappings (read by JavaScript's rules, `pipeline.js`) or
+Inputs are camelCase mappings (read by JavaScript's rules, `pipeline.js`) or
 the contracts (`WorkCandidate`, `Objective`, `Peer`, `Collaborator`).
 """
 
@@ -48,7 +48,7 @@ Loose = Mapping[str, object]
 
 
 class ClassifyContext(TypedDict, total=False):
-    """What `classify_work_item` staffs a candidate against: the seed's `ctx`, key for key."""
+    """What `classify_work_item` staffs a candidate against: the context mapping, key for key."""
 
     memberId: str  # this seat
     objective: Objective | Loose
@@ -93,7 +93,7 @@ def capability_gaps(required: object, reachable: object, peers: object) -> Capab
 
 
 def _reachable(reachable: object) -> frozenset[str]:
-    """The seed's `new Set(reachable || [])`, of which only strings can match a capability."""
+    """JavaScript's `new Set(reachable || [])`, of which only strings can match a capability."""
     if not truthy(reachable):
         return frozenset()
     if isinstance(reachable, str | Iterable) and not isinstance(reachable, Mapping):
@@ -181,7 +181,7 @@ def _route(
     gated: tuple[str, ...],
     gaps: CapabilityGaps,
 ) -> Route:
-    """The seed's seven rules in order: handoffs, then signatures, then company, then SELF."""
+    """The seven rules in order: handoffs, then signatures, then company, then SELF."""
     handoff = _handoff(field(c, "ownerMemberId"), me, staff, gaps)
     if handoff is not None:
         return handoff

@@ -21,7 +21,7 @@ With a zero target there is no scale, so only float rounding is ignored.
 Every sample counts as a measurement, whatever its source: whether an `llm`-sourced one may
 create work is admission's question (the honesty gate), not the gap's. A sample dated after
 `now_ms` (clock skew) has age 0. A sample without a finite `value` or a numeric `atMs` cannot be
-placed and is not a measurement. Samples are the seed's camelCase mappings or `Sample`s; the
+placed and is not a measurement. Samples are camelCase mappings or `Sample`s; the
 objective is an `Objective` or its mapping, and a target that is not a finite number, or an
 unknown direction or cadence, is a `ValueError` naming the field.
 """

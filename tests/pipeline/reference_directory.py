@@ -113,7 +113,7 @@ def _from_mapping(m: Mapping[str, object]) -> _Entry | None:
         name=text(m.get("displayName"))
         or text(m.get("name"))
         or text(m.get("slug"))
-        # The seed's name falls back to `id`, not `memberId`: an entry keyed only by
+        # The name falls back to `id`, not `memberId`: an entry keyed only by
         # memberId has an empty name.
         or text(m.get("id")),
         role=text(m.get("roleTitle")) or text(m.get("title")),
@@ -196,7 +196,7 @@ class Directory:
             entry = _read(raw)
             if entry is not None:
                 # A later entry with the same id replaces the earlier one, in the earlier's
-                # place (the seed builds a Map by id, which keeps first insertion order).
+                # place, as a map keyed by id keeps its first insertion order.
                 by_id[entry.id] = entry
         entries = tuple(by_id.values())
         expertise: dict[str, list[int]] = {}
@@ -256,7 +256,7 @@ class Routed:
 
 
 def target_cap(max_targets: object) -> int:
-    """The seed's `Number.isFinite(maxTargets) ? maxTargets : 3`; a bool is not a number.
+    """`maxTargets` when it is a finite number, else 3; a bool is not a number.
 
     A fractional cap admits as many as its ceiling (the ladder stops at `picked >= cap`)."""
     if (
@@ -337,7 +337,8 @@ def route(
 
 
 def _named(w: Work, trigger: Fired) -> list[tuple[str, str]]:
-    """Rung 1: everyone the work names as the one who must act, in the seed's order."""
+    """Rung 1: everyone the work names as the one who must act, in the order the work names
+    them."""
     named: list[tuple[str, str]] = []
     if trigger.owner_id:
         named.append((trigger.owner_id, "the work names them as the one who must act"))
@@ -413,7 +414,7 @@ def _up_the_line(picks: _Picks, supervisor_id: str | None) -> None:
 
 
 def directory_of(members: object) -> Directory:
-    """The seed's `directory`: a prepared `Directory`, a member list, or nothing (empty)."""
+    """A context's `directory`: a prepared `Directory`, a member list, or nothing (empty)."""
     if isinstance(members, Directory):
         return members
     if isinstance(members, Iterable):
@@ -430,7 +431,7 @@ def decide_engagement(work: object, ctx: Mapping[str, object]) -> EngagementDeci
     here by this module's `Directory`; the rest of the context is read by the live code.)
 
     ``ctx`` (`EngagementContext`, dict or object): me, directory, channels, ledger (rows; the
-    guardrails judge them exactly as in the seed, an absent ledger as an empty one), nowMs
+    guardrails judge them, an absent ledger as an empty one), nowMs
     (required: this function has no clock), limits, supervisorId, maxTargets, degraded.
     """
     now_ms = seed_now_ms(ctx)

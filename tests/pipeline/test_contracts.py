@@ -1,4 +1,5 @@
-"""Contracts accept the seeds' camelCase JSON and give it back unchanged."""
+"""Contracts accept plain camelCase JSON (as a seat or a gateway sends it) and give it back
+unchanged."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ SEED_WORK = {
 
 
 def test_work_report_round_trips_camel_case() -> None:
-    """A seed-shaped work object dumps back to the same camelCase JSON."""
+    """A plain camelCase work object dumps back to the same camelCase JSON."""
     assert WorkReport.model_validate(SEED_WORK).model_dump(by_alias=True, mode="json") == SEED_WORK
 
 
@@ -51,7 +52,7 @@ def test_work_report_refuses_unknown_fields() -> None:
 
 
 def test_member_and_channel_accept_seed_shapes() -> None:
-    """Members and channels read the seeds' keys; channel kinds are case-insensitive."""
+    """Members and channels read their camelCase keys; channel kinds are case-insensitive."""
     m = Member.model_validate(
         {
             "id": "a",

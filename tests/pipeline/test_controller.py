@@ -1,6 +1,6 @@
 """The work controller (issue 12 point 1; docs/architecture.md). Pure.
 
-One test per reason a decision can give, the seed's rules around them (quiet interval and its
+One test per reason a decision can give, the rules around them (quiet interval and its
 jitter, the retry backoff, the failure limit, `retryable=False`, the announcement jitter, the
 unacknowledged-inbox rule), and a stateful property over random sequences of calls.
 """
@@ -104,7 +104,7 @@ def test_continuation_requested_by_the_turn() -> None:
 
 
 def test_send_deferred_continues() -> None:
-    """A `send_deferred` outcome continues, as the seed has it."""
+    """A `send_deferred` outcome counts as a continuation: the seat runs again next."""
     c = after_first()
     c.begin_turn(news())
     c.record_outcome("send_deferred", now_ms=T0)
@@ -337,7 +337,7 @@ def test_draw_order_quiet_then_retry() -> None:
 
 
 def test_rng_is_clamped() -> None:
-    """An rng outside [0, 1] is clamped, as the seed's jitter does."""
+    """An rng outside [0, 1] is clamped into it by the jitter."""
     c = WorkController()
     c.begin_turn(news())
     c.record_outcome("failed", now_ms=T0, rng=lambda: 7.0)

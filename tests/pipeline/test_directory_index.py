@@ -64,7 +64,7 @@ def _maybe(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 @st.composite
 def _mapping_member(draw: st.DrawFn) -> dict[str, Any]:
-    """A member in the seed's camelCase shape, with any of its optional keys."""
+    """A member as a camelCase dict, with any of its optional keys."""
     m: dict[str, Any] = {
         draw(st.sampled_from(["id", "id", "memberId", "slug"])): draw(st.sampled_from(IDS))
     }

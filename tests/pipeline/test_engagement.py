@@ -1,8 +1,8 @@
 """Unit tests for the engagement decision (docs/architecture.md): triggers, target ladder, surface,
 ask.
 
-Pure: no server, no clock. Every expectation is the seed's behaviour (its code and the
-branches its comments describe); fixtures are small literal dicts in the seed's camelCase.
+Pure: no server, no clock. Each expectation pins one branch of the decision
+(docs/architecture.md, "Engagement"); fixtures are small literal camelCase dicts.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ ME = "seat-1"
 
 
 def member(id: str, **kw: Any) -> dict[str, Any]:
-    """A directory entry in the seed's camelCase shape."""
+    """A directory entry as a camelCase dict."""
     return {"id": id, **kw}
 
 
@@ -228,7 +228,7 @@ class TestEvaluateTriggers:
             ({"kind": "capacity"}, '"capacity"'),
             ({"kind": "weather"}, '"weather"'),
             ({"scope": "tests"}, '"unknown"'),
-            # The seed's `work.blocker || null` treats an empty object as a named blocker.
+            # `work.blocker || null`, as JavaScript reads it: an empty object is a named blocker.
             ({}, '"unknown"'),
         ],
     )
@@ -448,7 +448,7 @@ class TestResolveTargetsExplicit:
         assert ladder(out["targets"]) == [("boss", "supervisory")]
 
     def test_explicit_order_dedupes_and_caps_at_three(self) -> None:
-        """Explicit names keep the seed's order, appear once, and stop at three."""
+        """Explicit names keep the order the work gives them, appear once, and stop at three."""
         work = {
             "id": "w",
             "state": "failed",
@@ -472,7 +472,7 @@ class TestResolveTargetsExplicit:
         assert ladder(out["targets"]) == [("trig", "explicit")]
 
     def test_non_numeric_max_targets_falls_back_to_three(self) -> None:
-        """A boolean max_targets is not a finite number (as in the seed), so the cap stays 3."""
+        """A boolean max_targets is not a finite number, so the cap stays 3."""
         work = {"id": "w", "approverId": "appr", "review": {"reviewerId": "rev"}}
         out = resolve_targets(work, {"ownerId": "trig"}, [], ME, max_targets=True)
         assert [t.member_id for t in out["targets"]] == ["trig", "rev", "appr"]
@@ -1205,7 +1205,7 @@ class TestDecideEngagementEngage:
         assert [t.member_id for t in d2.targets] == ["owen", "bo"]
 
     def test_model_dump_is_camel_case_with_the_seed_keys(self) -> None:
-        """The decision dumps to the seed's camelCase decision object."""
+        """The decision dumps to its camelCase decision object."""
         dumped = decide_engagement(blocked_work(), ctx()).model_dump(by_alias=True)
         assert set(dumped) == {
             "engage",

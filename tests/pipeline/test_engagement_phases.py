@@ -1,5 +1,5 @@
 """The engagement decision in two phases (plan, then conclude with one guardrail verdict) and
-its typed context: the seed's `decide_engagement` is exactly plan + `check_guardrails` +
+its typed context: the one-call `decide_engagement` is exactly plan + `check_guardrails` +
 conclude, on every scenario of test_engagement.py and on random ledgers."""
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def same(a: EngagementDecision, b: EngagementDecision) -> None:
 
 @pytest.mark.parametrize(("name", "work", "raw_ctx"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
 def test_decide_is_plan_then_one_verdict_then_conclude(name: str, work: Any, raw_ctx: Any) -> None:
-    """On every scenario, the seed's one-call decision is the plan concluded with the verdict
+    """On every scenario, the one-call decision is the plan concluded with the verdict
     of the context's ledger rows, byte for byte."""
     same(decide_engagement(work, raw_ctx), two_phase(work, raw_ctx))
 
@@ -195,7 +195,7 @@ def test_decide_equals_two_phase_on_random_ledgers(
 
 def test_the_shell_flow_reads_the_tally_for_the_plan() -> None:
     """The shell plans, tallies the ledger for the plan's key and targets, judges once and
-    concludes: the same decision as the seed's call with those rows."""
+    concludes: the same decision as the one-call `decide_engagement` with those rows."""
     rows = [row(7 * HOUR), row(2 * HOUR, dedupeKey="k", targets=[{"memberId": "owen"}])]
     context = EngagementContext.of(ctx())
     plan = plan_engagement(blocked_work(), context)
@@ -294,7 +294,7 @@ def test_max_targets_is_the_seeds_finite_number(raw: Any, cap: int) -> None:
 
 @pytest.mark.parametrize("now", [None, "1700000000000", 1.5e12, True])
 def test_the_context_has_no_clock(now: Any) -> None:
-    """Without an integer nowMs neither the seed's context nor the typed one is accepted."""
+    """Without an integer nowMs neither a plain context nor the typed one is accepted."""
     raw = ctx(nowMs=now)
     with pytest.raises(ValueError, match="nowMs"):
         EngagementContext.of(raw)
@@ -318,7 +318,7 @@ def test_a_decision_where_nothing_fires_reads_no_org() -> None:
 
 
 def test_decide_accepts_the_typed_context() -> None:
-    """`decide_engagement` takes an `EngagementContext` as well as the seed's dict."""
+    """`decide_engagement` takes an `EngagementContext` as well as a camelCase dict."""
     typed = EngagementContext.of(ctx(ledger=[row(HOUR)]))
     same(
         decide_engagement(blocked_work(), typed),

@@ -1,7 +1,8 @@
 """Unit tests for the admission gates and the gap decision table (docs/architecture.md).
 
-Pure: no server, no clock. The first block ports each seed case; the rest pin the seed's
-wording, Seatwire's money rule, and the properties the steward run relies on.
+Pure: no server, no clock. The first block is one case per row of the decision table and
+per gate; the rest pin the exact wording, Seatwire's money rule, and the properties the
+steward run relies on.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def ctx(**over: Any) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- seed: decision table
+# --------------------------------------------------------------------------- cases: decision table
 
 
 def test_decision_table_within_tolerance_is_none_and_no_coverage_creates() -> None:
@@ -93,7 +94,7 @@ def test_decision_table_stale_sensor_is_drift() -> None:
     assert decide_for_gap({"gap": None}).action == "drift"
 
 
-# --------------------------------------------------------------------------- seed: the gates
+# --------------------------------------------------------------------------- cases: the gates
 
 
 def test_a_clean_candidate_passes_every_gate_in_the_declared_order() -> None:
@@ -204,7 +205,7 @@ def test_refusals_use_the_seeds_words_with_numbers_printed_as_javascript_prints_
 
 
 def test_the_similarity_percentage_is_rounded_half_up() -> None:
-    """A 62.5% similarity reads 63%, as the seed's toFixed gives, not banker's 62%."""
+    """A 62.5% similarity reads 63%, as JavaScript's toFixed gives, not banker's 62%."""
     v = admit(
         candidate(title="alpha bravo charlie delta echo"),
         ctx(admittedItems=[{"title": "alpha bravo charlie delta echo foxtrot golf hotel"}]),
@@ -216,7 +217,7 @@ def test_the_similarity_percentage_is_rounded_half_up() -> None:
 
 
 def test_each_earlier_gate_refuses_with_the_seeds_reason() -> None:
-    """Freshness, adoption, honesty and provenance refuse in the seed's exact words."""
+    """Freshness, adoption, honesty and provenance refuse in their exact words."""
     assert admit(candidate(), ctx(staleness={"outcome": "degraded"})).reason == (
         "mandate cache is too stale for self-directed work (outcome=degraded)"
     )
@@ -243,7 +244,7 @@ def test_micros_decide_the_budget_when_both_are_given() -> None:
 
 
 def test_without_both_micros_the_cents_decide() -> None:
-    """One micros figure alone is not enough: the seed's cents keys and wording apply."""
+    """One micros figure alone is not enough: the cents keys and their wording apply."""
     v = admit(candidate(estCents=900, estMicros=10), ctx(remainingCents=100))
     assert v.reason == "estimate 900c exceeds the remaining envelope 100c"
     assert admit(candidate(estCents=None), ctx()).checks[-1].detail == "estimate 0c within envelope"

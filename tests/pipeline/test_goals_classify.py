@@ -1,7 +1,7 @@
 """Unit tests for staffing self-directed work (docs/architecture.md): whose hands it needs.
 
-Pure. The first block ports each seed case; the rest pin `collaborators_of`, the wire shape and
-the contracts.
+Pure. The first block is one case per rule; the rest pin `collaborators_of`, the wire shape
+and the contracts.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def ctx(**over: Any) -> dict[str, Any]:
     return {"memberId": ME, "objective": OBJ, "reachable": REACHABLE, "peers": [], **over}
 
 
-# --------------------------------------------------------------------------- seed cases
+# --------------------------------------------------------------------------- one case per rule
 
 
 def test_the_four_dispositions_are_the_whole_vocabulary() -> None:
@@ -195,7 +195,7 @@ def test_collaborators_of_reads_contracts() -> None:
 
 
 def test_a_classification_on_the_wire_has_every_seed_key_with_nulls_kept() -> None:
-    """SELF work keeps `target` and `capabilityGap` as explicit nulls, as the seed returns them."""
+    """SELF work keeps `target` and `capabilityGap` as explicit nulls on the wire."""
     wire = classify_work_item({"title": "x"}, ctx()).to_wire()
     assert wire == {
         "disposition": "SELF",

@@ -1,6 +1,6 @@
 """Unit tests for `gap_for`: the gap, tolerance, trend and staleness of an objective.
 
-Pure: `now_ms` is an argument. Objectives and samples are the seed's camelCase dicts unless a
+Pure: `now_ms` is an argument. Objectives and samples are camelCase dicts unless a
 test is about the contracts.
 """
 

@@ -1,6 +1,6 @@
 """Unit tests for planning one steward run (`plan_run`, issue 10 point 2).
 
-Pure: no Redis, no clock. Objectives, samples, items and proposals are the seed-style camelCase
+Pure: no Redis, no clock. Objectives, samples, items and proposals are plain camelCase
 dicts unless a test is about the contracts. The tables pin what each disposition and each gap
 decision dispatches; the properties pin determinism and that the audit drops nothing.
 """
@@ -321,7 +321,7 @@ def test_max_new_per_run_is_respected_across_the_run(cap: int) -> None:
 
 
 def test_the_default_cap_admits_two_and_says_so() -> None:
-    """Without a policy the seed's MAX_NEW_PER_RUN of 2 holds, in the seed's words."""
+    """Without a policy the default MAX_NEW_PER_RUN of 2 holds, and the reason says so."""
     outcome = only(plan([objective(playbook=[candidate(t) for t in TITLES])]))
     entries = candidate_entries(outcome)
     assert [e.admitted for e in entries] == [True, True, False, False]
@@ -465,7 +465,7 @@ def test_candidate_ids_depend_on_objective_candidate_and_sample_only() -> None:
 
 
 def test_contracts_and_camel_case_mappings_plan_alike() -> None:
-    """The planner reads contracts and the seed-style mappings the same way."""
+    """The planner reads contracts and plain camelCase mappings the same way."""
     obj = objective(playbook=[candidate()])
     assert plan_run([Objective.model_validate(obj)], {"pipeline": [sample()]}, [], {}, NOW) == (
         plan([obj])

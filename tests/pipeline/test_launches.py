@@ -71,7 +71,7 @@ SPENT = {"sessionId": DEAD_ID, "rotations": [minutes_ago(50), minutes_ago(30), m
 
 
 def test_the_constants_are_the_seeds() -> None:
-    """The limits and paths carry the seed's values."""
+    """The limits and paths carry their pinned values."""
     assert IDENTICAL_FAILURE_LIMIT == 3
     assert FAILURE_WINDOW_MS == 20_000
     assert MAX_ROTATIONS_PER_HOUR == 3
@@ -111,7 +111,7 @@ def test_the_named_fault_is_a_proven_missing_resume_target() -> None:
 
 
 def test_keywords_read_the_same_as_the_mapping() -> None:
-    """snake_case keywords stand for the seed's camelCase keys."""
+    """snake_case keywords stand for the camelCase keys."""
     assert classify_launch_failure(
         mode="resume", exit_code=1, output=MISSING_OUTPUT
     ) == classify_launch_failure({"mode": "resume", "exitCode": 1, "output": MISSING_OUTPUT})
@@ -242,7 +242,7 @@ def test_a_failure_after_a_beat_is_a_nonzero_exit() -> None:
 
 
 def test_the_patterns_follow_javascripts_line_rules() -> None:
-    """`.` in the seed's regex does not cross a carriage return or a line separator."""
+    """`.` in a pattern does not cross a carriage return or a line separator, as in JavaScript."""
     for sep in ("\r", "\n", "\u2028"):
         output = f"session abc{sep} not found"
         assert classify_launch_failure(mode="resume", exit_code=1, output=output)["kind"] == (

@@ -1,6 +1,6 @@
 """Unit tests for money: micros on the wire, the cost frame, charges, spend and the envelope.
 
-Pure: frames are the seed's camelCase dicts unless a test is about the contract, and `now_ms`
+Pure: frames are camelCase dicts unless a test is about the contract, and `now_ms`
 is an argument.
 """
 
@@ -113,7 +113,7 @@ def test_a_frame_with_a_bad_amount_is_refused_naming_the_field(key: str, wire: o
 
 
 def test_a_frame_reads_decimal_strings_and_writes_integers() -> None:
-    """Micros given as decimal strings read as integers, and `to_wire()` has the seed's keys."""
+    """Micros given as decimal strings read as integers, and `to_wire()` has the frame's keys."""
     f = CostFrame.model_validate(frame("1500000", shadow="250"))
     assert f.to_wire() == {
         "costMicros": 1_500_000,
@@ -186,7 +186,7 @@ def test_enforcement_reads_the_pinned_words_and_nothing_else(wire: object, read:
 
 @pytest.mark.parametrize(("wire", "read"), [("ledger", "ledger"), ("quota", None), (7, None)])
 def test_an_unknown_quota_source_reads_as_null(wire: object, read: object) -> None:
-    """`quotaSource` keeps the seed's four words and reads anything else as null."""
+    """`quotaSource` keeps its four pinned words and reads anything else as null."""
     assert CostFrame.model_validate({"quotaSource": wire, "atMs": 0}).quota_source == read
 
 

@@ -1,4 +1,4 @@
-"""The tools' input models accept what the seed's input schemas accept (JSON Schema draft 7)
+"""The tools' input models accept what their input schemas accept (JSON Schema draft 7)
 and refuse the rest (issue 13). Pure."""
 
 from __future__ import annotations

@@ -346,7 +346,7 @@ def test_a_pause_interrupts_a_running_command_turn(
     """A pause while a command turn runs: the tick asks for the interrupt, the launcher ends
     the process group within about a second, the outcome is `interrupted` (no failure), and
     after resume the seat runs again (still its `first` turn: an interrupted turn was not an
-    outcome, as in the seed)."""
+    outcome)."""
     import threading
     import time
 

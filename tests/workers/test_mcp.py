@@ -1,11 +1,11 @@
 """The tools as an MCP server (issue 13), driven by the official MCP SDK's own client on a real
 Redis: over streamable HTTP at `/mcp` on the ingress (uvicorn in a thread) and over stdio
-(`seatwire mcp --seat scout` as a child process). `tools/list` is exactly the seed's tools and
-schemas, then Seatwire's own two ask tools; a call works, a bad argument and a tool not served
-yet are `isError` results, a name that is no tool the JSON-RPC error -32602; the endpoint
-refuses a missing token (401), a missing seat (401) and an unknown one (404), any method but
-POST (405, `Allow: POST`), and an `MCP-Protocol-Version` it does not speak (400, naming it and
-the ones it does)."""
+(`seatwire mcp --seat scout` as a child process). `tools/list` is exactly the fifteen project
+tools and schemas, then Seatwire's own two ask tools; a call works, a bad argument and a tool
+not served yet are `isError` results, a name that is no tool the JSON-RPC error -32602; the
+endpoint refuses a missing token (401), a missing seat (401) and an unknown one (404), any
+method but POST (405, `Allow: POST`), and an `MCP-Protocol-Version` it does not speak (400,
+naming it and the ones it does)."""
 
 from __future__ import annotations
 
@@ -169,8 +169,8 @@ def body(result: Any) -> dict[str, Any]:
 
 
 async def check_tools(client: Client, *, with_execution: bool) -> None:
-    """tools/list: the seed's names in its order, its input schemas verbatim, its execution;
-    then Seatwire's own ask tools, after every seed tool."""
+    """tools/list: the fifteen project tools' names in their order, their input schemas
+    verbatim, their execution; then Seatwire's own ask tools, after all fifteen."""
     listed = (await client.list_tools()).tools
     assert [t.name for t in listed] == list(SERVED_TOOL_NAMES)
     assert [t.name for t in listed[: len(TOOL_NAMES)]] == list(TOOL_NAMES)
@@ -191,7 +191,7 @@ async def check_tools(client: Client, *, with_execution: bool) -> None:
 
 
 async def check_calls(client: Client) -> None:
-    """A call that works, a bad argument naming its field, a seed tool not served yet."""
+    """A call that works, a bad argument naming its field, a project tool not served yet."""
     project = await client.call_tool("get_project", {})
     assert not project.is_error
     card = body(project)
@@ -226,7 +226,8 @@ def test_http_lists_the_seed_tools_and_calls_them(base_url: str) -> None:
 
 
 def test_http_handshake_era_has_the_seed_execution(base_url: str) -> None:
-    """The initialize handshake (2025-11-25, the seed's era): `execution` as the seed has it."""
+    """The initialize handshake of protocol 2025-11-25: each tool lists its `execution`
+    (contracts/tool_schemas.py `EXECUTION`)."""
 
     async def scenario(client: Client) -> None:
         await check_tools(client, with_execution=True)

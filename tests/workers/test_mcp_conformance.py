@@ -7,7 +7,7 @@ The org has a project repository and a `decisions:` policy whose resolver is sco
 every one of the 15 tools can succeed for scout, and scout and sage each have an ask on record,
 for Seatwire's own two ask tools. One scenario, the same on every transport:
 
-- `tools/list` is exactly contracts/tool_schemas.py: the seed's names in order, then
+- `tools/list` is exactly contracts/tool_schemas.py: the fifteen project tools in order, then
   Seatwire's own, each inputSchema key for key, and every tool served (none "Not served yet");
 - every tool is called with valid input and succeeds, with what it answers checked;
 - every tool that has an input its schema refuses is called with one: an `isError` result

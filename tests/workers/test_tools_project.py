@@ -1,6 +1,6 @@
 """`get_project`, `find_agents` and `get_updates` over the tool routes on a real Redis (issue
 13): the card and flags, seats by name with cursors and freshness, the inbox and its ack; bad
-arguments named; an unknown tool 404, one of the seed's not served yet 501."""
+arguments named; an unknown tool 404, a project tool not served yet 501."""
 
 from __future__ import annotations
 

@@ -12,15 +12,15 @@ Two transports, one server:
   and any ingress process can answer any request (all state is in Redis);
 - stdio, `seatwire mcp --seat SEAT` (workers/cli/mcp.py): one process, one seat.
 
-`tools/list` answers exactly the seed's tools (contracts/tool_schemas.py): its names in its
-order, its input schemas verbatim, `execution` as the seed has it; then Seatwire's own tools
-(`list_asks`, `get_ask`: a seat's asks), in the same shape. A seed tool Seatwire does
-not serve yet is listed with a description that says so; calling it is the `not_implemented`
-tool error. `tools/call` runs the tool in a worker thread (its Redis I/O blocks) and answers
-its result as JSON text (and as `structuredContent`); a `ToolError` is a result with `isError`
-whose text is the error's JSON; anything else is logged with its traceback and answered as
-the `internal_error` tool error, nothing more said. A name that is not a listed tool is no
-tool's failure but a bad request: the JSON-RPC error -32602 `Unknown tool: NAME`, as the MCP
+`tools/list` answers exactly the fifteen project tools (contracts/tool_schemas.py): their names in
+their order, their input schemas verbatim, `execution` `{"taskSupport": "forbidden"}` (every call
+runs to completion); then Seatwire's own tools (`list_asks`, `get_ask`: a seat's asks), in the same
+shape. A project tool Seatwire does not serve yet is listed with a description that says so; calling
+it is the `not_implemented` tool error. `tools/call` runs the tool in a worker thread (its Redis I/O
+blocks) and answers its result as JSON text (and as `structuredContent`); a `ToolError` is a result
+with `isError` whose text is the error's JSON; anything else is logged with its traceback and
+answered as the `internal_error` tool error, nothing more said. A name that is not a listed tool is
+no tool's failure but a bad request: the JSON-RPC error -32602 `Unknown tool: NAME`, as the MCP
 specification answers it.
 
 A paged tool's byte cap is counted on what the client receives (`received_bytes`): the
@@ -92,8 +92,8 @@ SeatOf = Callable[[ServerRequestContext[Any, Any]], Seat]
 
 
 def listed_tools() -> list[types.Tool]:
-    """The seed's tools, in its order, with its input schemas, then Seatwire's own, as
-    `tools/list` answers them."""
+    """The fifteen project tools, in their order, with their input schemas, then Seatwire's
+    own, as `tools/list` answers them."""
     registry = load()
     execution = types.ToolExecution.model_validate(EXECUTION)
     tools = []

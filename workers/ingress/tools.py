@@ -5,9 +5,9 @@ server serves (workers/tools/), one route per tool.
 
 200 with the tool's result; a refusal answers with its status and `{error, message, field?}`
 (422 for arguments the tool's input schema refuses, naming each field; 404 for a tool that
-does not exist; 501 for one of the seed's tools Seatwire does not serve yet). The seat is the
-one the path names, the token must be that seat's own (v1.py `require_seat`), and the call
-acts as that seat.
+does not exist; 501 for one of the fifteen project tools Seatwire does not serve yet). The
+seat is the one the path names, the token must be that seat's own (v1.py `require_seat`), and
+the call acts as that seat.
 """
 
 from __future__ import annotations

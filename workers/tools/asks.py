@@ -1,7 +1,7 @@
 """A seat's own asks (issue 26): `list_asks` and `get_ask`, Seatwire's two tools beyond the
-seed's. They read the ask record (workers/stores/asks.py), only ever the calling seat's own
-asks: another seat's ask is as unknown to it as one that never was (`unknown_ask`, 404), so
-nothing about other seats' asks leaks through the id.
+fifteen project tools. They read the ask record (workers/stores/asks.py), only ever the
+calling seat's own asks: another seat's ask is as unknown to it as one that never was
+(`unknown_ask`, 404), so nothing about other seats' asks leaks through the id.
 
 `list_asks` pages the seat's asks open first (every ask still waiting: pending, open,
 snoozed, escalated), then the ended ones, newest first in each, 20 a page or 48 KiB of them

@@ -4,7 +4,7 @@ and as HTTP routes (workers/ingress/tools.py), from this one registry.
 
 A tool is `run(ctx, args) -> result`: `ctx` names the calling seat (from its credentials,
 never from an argument) and the process's stores; `args` is the tool's input model, already
-validated against the seed's input schema (contracts/tools.py). A refusal is a `ToolError`
+validated against the tool's input schema (contracts/tools.py). A refusal is a `ToolError`
 with a stable code, a message that names the field and the fix, and the HTTP status the route
 answers with; MCP answers it as a tool result with `isError`. A tool either writes all it
 means to (one atomic step in Redis) or nothing.
@@ -62,8 +62,8 @@ REGISTRY: dict[str, Tool] = {}
 def tool(
     name: str, description: str
 ) -> Callable[[Callable[[ToolContext, M], dict[str, Any]]], Run]:
-    """Register `run` as the tool `name` (one of the seed's, or one of Seatwire's own listed
-    in contracts/tool_schemas.py), with Seatwire's description."""
+    """Register `run` as the tool `name` (one of the fifteen project tools, or one of
+    Seatwire's own, listed in contracts/tool_schemas.py), with Seatwire's description."""
     if name not in SERVED_TOOL_NAMES:
         raise ValueError(f"{name!r} is not one of the tools contracts/tool_schemas.py names")
 
