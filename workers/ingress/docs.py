@@ -41,7 +41,7 @@ REFUSALS: dict[int, str] = {
     415: "a content type other than application/json (`unsupported_media_type`)",
     422: "a field or parameter is wrong: `detail` names each",
     429: "the sender is over its rate limit (`rate_limited`): retry after Retry-After",
-    501: "one of the seed's tools that Seatwire does not serve yet (`not_implemented`)",
+    501: "one of the project tools that Seatwire does not serve yet (`not_implemented`)",
     503: "a store or the broker is unavailable or over budget (`unavailable`): retry after "
     "Retry-After",
 }

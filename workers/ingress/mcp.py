@@ -102,7 +102,7 @@ def listed_tools() -> list[types.Tool]:
         description = (
             found.description
             if found is not None
-            else f"Not served yet: {name} is one of the seed's tools that Seatwire does not "
+            else f"Not served yet: {name} is one of the project tools that Seatwire does not "
             "serve yet; calling it answers the not_implemented tool error and does nothing."
         )
         tools.append(

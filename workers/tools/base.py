@@ -107,7 +107,7 @@ def call(ctx: ToolContext, name: str, arguments: Mapping[str, Any] | None) -> di
         if name in SERVED_TOOL_NAMES:
             raise ToolError(
                 "not_implemented",
-                f"{name} is one of the seed's tools that Seatwire does not serve yet: nothing "
+                f"{name} is one of the project tools that Seatwire does not serve yet: nothing "
                 "was done (see the list of tools in docs/tools.md)",
                 status=501,
             )
