@@ -11,21 +11,23 @@ The database is **FLUSHED** at the start and at the end. What is on it:
 
 - the org: bench.directedness's synthetic org with `--seats` seats (its ~1,000 people);
 - every seat's work-controller record, one in a hundred stopped after three failures;
-- `--rows` ledger rows spread evenly over the seats' streams (outcomes, reason codes and
-  targets drawn from a fixed mix; one row a minute per seat going back from now);
+- `--rows` ledger rows spread evenly over the seats' streams, each recorded at its time (one
+  row a minute per seat going back from now; outcomes and reason codes from a fixed mix;
+  each of 200 people a target of about one row in 200 at every minute);
 - `--asks` asks recorded and landed (tests' `make_ask` shape), each to one of 50 people;
 - `--letters` dead letters.
 
 Pages: the overview, the seats, one seat, the asks, the ledger's first page, the ledger
-filtered to one person, its fifth page, one ledger row, the dead letters, the steward, and
-My asks (reached by an answer link). p50, p95 and max per page over `--repeat` requests after
-`--warmup`; the load (`/proc/loadavg`) before and after. Nothing here is imported by
-`workers/`.
+filtered to one person, its sixth page (five Older links on), one ledger row, the dead
+letters, the steward, and My asks (reached by an answer link). p50, p95 and max per page
+over `--repeat` requests after `--warmup`; the load (`/proc/loadavg`) before and after.
+Nothing here is imported by `workers/`.
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import statistics
@@ -76,18 +78,19 @@ def seed(r: redis.Redis, container: Any, seats: list[str], people: list[str], ar
         for j in range(per_seat):
             n = i * per_seat + j
             row = LedgerRow(
-                at_ms=NOW - (per_seat - j) * 60_000,
+                at_ms=NOW - (per_seat - j) * 60_000 - i,
                 seat_id=seat,
                 work_id=f"w-{seat}-{j}",
                 outcome=OUTCOMES[n % len(OUTCOMES)],
                 reason_code=REASONS[n % len(REASONS)],
-                targets=(Target(member_id=people[n % len(people)]),),
+                targets=(Target(member_id=people[(i * 37 + j * 11) % len(people)]),),
                 surface="dm",
                 why=(f"row {n} of the bench", "a second line"),
             )
-            pipe.xadd(
+            pipe.xadd(  # recorded at its time, as the stage scripts record a row
                 keys.ledger_stream(seat),
                 {"row": row.model_dump_json(by_alias=True)},
+                id=f"{row.at_ms}-*",
                 maxlen=LEDGER_STREAM_CAP,
                 approximate=True,
             )
@@ -238,6 +241,12 @@ def measure(
     first = client.get("/console/ledger")
     row = re.search(r'href="(/console/ledger/[^"]+)"', first.text)
     assert row is not None, "no ledger row link on the first page"
+    # Five pages back, by the Older links, as a person would page.
+    older = "/console/ledger"
+    for _ in range(5):
+        link = re.search(r'href="\?([^"]*before=[^"]+)" rel="next"', client.get(older).text)
+        assert link is not None, "no Older link"
+        older = "/console/ledger?" + html.unescape(link.group(1))
     pages = [
         ("overview", "/console/"),
         ("seats", "/console/seats"),
@@ -245,7 +254,7 @@ def measure(
         ("asks", "/console/asks"),
         ("ledger", "/console/ledger"),
         ("ledger, one person", f"/console/ledger?person={people[7]}"),
-        ("ledger, page 5", "/console/ledger?page=5"),
+        ("ledger, older", older),
         ("ledger row", row.group(1)),
         ("dead letters", "/console/dead-letters"),
         ("steward", "/console/steward"),

@@ -5,6 +5,7 @@ dead letters and their replay, the ledger's filters and a decision's page, the o
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,7 +370,9 @@ def test_a_dead_letter_is_listed_shown_and_replayed_once_confirmed(world: World)
 
 
 def write_row(r: redis.Redis, row: LedgerRow) -> None:
-    r.xadd(keys.ledger_stream(row.seat_id), {"row": row.model_dump_json(by_alias=True)})
+    """A ledger row as the stage scripts write it: recorded (its entry id) at its time."""
+    stream = keys.ledger_stream(row.seat_id)
+    r.xadd(stream, {"row": row.model_dump_json(by_alias=True)}, id=f"{row.at_ms}-*")
     r.sadd(keys.LEDGER_SEATS, row.seat_id)
 
 
@@ -392,8 +395,14 @@ def test_the_ledger_filters_pages_and_opens_a_decision(world: World) -> None:
     operator(w)
     page = w.client.get("/console/ledger")
     assert page.text.count("<tr><td><a href=") == 50 and "Older" in page.text
-    second = w.client.get("/console/ledger?page=2")
-    assert second.text.count("<tr><td><a href=") == 10
+    older = re.search(r'href="(\?[^"]*before=[^"]+)" rel="next"', page.text)
+    assert older
+    second = w.client.get("/console/ledger" + html.unescape(older.group(1)))
+    assert second.text.count("<tr><td><a href=") == 10 and 'rel="next"' not in second.text
+    assert not set(re.findall(r"<td>(w\d+)</td>", page.text)) & set(
+        re.findall(r"<td>(w\d+)</td>", second.text)
+    )
+    assert w.client.get("/console/ledger?before=nonsense").status_code == 422
     ben = w.client.get("/console/ledger", params={"person": "ben"})
     assert ben.text.count("<tr><td><a href=") == 30 and ">gus<" not in ben.text
     narrow = w.client.get(

@@ -7,8 +7,11 @@ id, because redis-py may re-send a command whose reply was lost.
 
 from __future__ import annotations
 
+import functools
+import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import redis
@@ -33,6 +36,165 @@ WINDOW_KEEP_MS = 2 * DAY_MS
 # The ops `rows_for` reads back as rows: the live ones and the engaged (what the limits count
 # of an op that has no ledger row yet, or whose row is elsewhere).
 ROWS_OF_OPS = frozenset({*OP_LIVE_STATES, "engaged"})
+
+
+# How many rows one ledger search looks at, at most, before it answers with where it stopped.
+SEARCH_BUDGET = 20_000
+CLOCK_SLACK_MS = 60_000
+
+
+class LedgerCursor(NamedTuple):
+    """Where a ledger search stands: the entry id and the seat of the last row it looked at
+    (ids are per stream, so two seats' rows may share one; the seat breaks the tie)."""
+
+    entry_id: str
+    seat: str
+
+    def key(self) -> tuple[int, int, str]:
+        return (*_id(self.entry_id), self.seat)
+
+    def text(self) -> str:
+        return f"{self.entry_id}~{self.seat}"
+
+    @classmethod
+    def parse(cls, value: str) -> LedgerCursor:
+        """A cursor from `text()`; ValueError when it is not one."""
+        entry_id, sep, seat = value.partition("~")
+        if not sep or not seat:
+            raise ValueError(f"not a ledger cursor: {value!r}")
+        _id(entry_id)
+        return cls(entry_id, seat)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A ledger search's answer: the rows that matched, newest first, as (seat, entry id,
+    row); where the next (older) page starts (None: nothing older is left to look at); how
+    many rows were looked at; `complete`: the page is full or the search reached the end, so
+    no matching row newer than `next` was left out."""
+
+    rows: list[tuple[str, str, LedgerRow]]
+    next: LedgerCursor | None
+    scanned: int
+    complete: bool
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    """A stream entry id (`ms-seq`) as numbers; ValueError when it is not one."""
+    ms, sep, seq = entry_id.partition("-")
+    if not sep:
+        raise ValueError(f"not a stream entry id: {entry_id!r}")
+    return int(ms), int(seq)
+
+
+class _Heads:
+    """The streams of a ledger search, merged newest first: each stream read in chunks (the
+    next chunk twice the last, to 1,000) from where it stands, one round trip a refill."""
+
+    def __init__(
+        self, r: redis.Redis, seats: list[str], before: LedgerCursor | None, floor: str
+    ) -> None:
+        self.r = r
+        self.floor = floor
+        self.before = before
+        self.heap: list[tuple[tuple[int, int, _Desc], int]] = []
+        self.buffers: list[list[tuple[str, bytes]]] = [[] for _ in seats]
+        self.seats = seats
+        self.tops = [before.entry_id if before is not None else "+" for _ in seats]
+        self.chunks = [0 for _ in seats]
+        self.more = [True for _ in seats]
+
+    def fill(self, chunk: int) -> None:
+        """The first chunk of every stream; again for a stream whose chunk was all on or
+        before the cursor, until each has a row or is read to its end."""
+        which = list(range(len(self.seats)))
+        chunks = [chunk] * len(which)
+        while which:
+            self._read(which, chunks)
+            which = [i for i in which if not self.buffers[i] and self.more[i]]
+            chunks = [min(1_000, self.chunks[i] * 2) for i in which]
+
+    def _read(self, which: list[int], chunks: list[int]) -> None:
+        """Read the next chunk of each stream in `which`, in one round trip, behind what its
+        buffer holds."""
+        pipe = self.r.pipeline(transaction=False)
+        for i, chunk in zip(which, chunks, strict=True):
+            pipe.xrevrange(keys.ledger_stream(self.seats[i]), self.tops[i], self.floor, count=chunk)
+        for i, chunk, entries in zip(which, chunks, pipe.execute(), strict=True):
+            self._took(i, entries or [], chunk)
+
+    def _took(self, i: int, entries: list[Any], chunk: int) -> None:
+        self.chunks[i] = chunk
+        self.more[i] = len(entries) == chunk
+        seat = self.seats[i]
+        fresh = []
+        for entry_id, fields in entries:
+            eid = text(entry_id)
+            key = (*_id(eid), seat)
+            if self.before is not None and key >= self.before.key():
+                continue  # on this page's cursor or newer: shown already
+            fresh.append((eid, fields[b"row"] if b"row" in fields else fields["row"]))
+        if entries:
+            self.tops[i] = "(" + text(entries[-1][0])
+        was_empty = not self.buffers[i]
+        self.buffers[i] = fresh[::-1] + self.buffers[i]  # oldest first: the newest pops last
+        if was_empty and self.buffers[i]:
+            eid = self.buffers[i][-1][0]
+            heapq.heappush(self.heap, (_neg((*_id(eid), seat)), i))
+
+    def _refill(self, i: int) -> None:
+        """Stream `i` ran dry: read on, and in the same round trip every other stream about to
+        run dry (the streams are drained in time order, so they run dry together)."""
+        while not self.buffers[i] and self.more[i]:
+            which = [i] + [
+                j
+                for j in range(len(self.seats))
+                if j != i and self.more[j] and len(self.buffers[j]) * 2 <= self.chunks[j]
+            ]
+            self._read(which, [min(1_000, self.chunks[j] * 2) for j in which])
+
+    def done(self) -> bool:
+        """Whether every stream is read to its end (or to the floor)."""
+        return not self.heap
+
+    def pop(self) -> tuple[str, str, bytes] | None:
+        """The newest row left: (seat, entry id, its JSON); None when every stream is done."""
+        if not self.heap:
+            return None
+        _key, i = heapq.heappop(self.heap)
+        entry_id, raw = self.buffers[i].pop()
+        if self.buffers[i]:
+            nxt = self.buffers[i][-1][0]
+            heapq.heappush(self.heap, (_neg((*_id(nxt), self.seats[i])), i))
+        elif self.more[i]:
+            self._refill(i)
+        return self.seats[i], entry_id, raw
+
+
+@functools.total_ordering
+class _Desc:
+    """A string that sorts backwards (a heap pops the larger seat first on a tie of ids)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+
+    def __lt__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.s > other.s
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.s == other.s
+
+    def __hash__(self) -> int:
+        return hash(self.s)
+
+
+def _neg(key: tuple[int, int, str]) -> tuple[int, int, _Desc]:
+    """A heap key that pops the newest (largest) id first, the larger seat first on a tie:
+    exactly the descending order of `LedgerCursor.key`."""
+    ms, seq, seat = key
+    return (-ms, -seq, _Desc(seat))
 
 
 class Finished(NamedTuple):
@@ -505,6 +667,53 @@ class Ledger:
                     rows.append((seat, text(entry_id), row))
         rows.sort(key=lambda found: (found[2].at_ms, found[1]), reverse=True)
         return rows[:limit]
+
+    def search(
+        self,
+        match: Callable[[LedgerRow], bool],
+        *,
+        seat_ids: list[str] | None = None,
+        before: LedgerCursor | None = None,
+        since_ms: int | None = None,
+        hint: bytes | None = None,
+        limit: int = 50,
+        budget: int = SEARCH_BUDGET,
+    ) -> Searched:
+        """The newest rows that `match`, across the seats' streams in the order they were
+        recorded (entry ids, newest first), older than `before`: a merge of the streams, each
+        read in chunks from where it stands, so a page reads about what it shows at any size
+        of the ledger. A row recorded before `since_ms` is never newer than it (a row is
+        written at or after its time), so the search stops there. `hint`: bytes a row must
+        contain to match, tried before the row is parsed. At most `budget` rows are looked at
+        per call: a search that stops there says where, and the next call goes on from it."""
+        seats = seat_ids if seat_ids is not None else self.ledger_seats()
+        # A row's time is taken a little before Redis records it, on another clock: a minute's
+        # slack keeps a row of the window's first minute in it.
+        floor = f"{max(0, since_ms - CLOCK_SLACK_MS)}-0" if since_ms is not None else "-"
+        heads = _Heads(self.r, seats, before, floor)
+        heads.fill(max(2, (limit * 2) // max(1, len(seats)) + 2))
+        found: list[tuple[str, str, LedgerRow]] = []
+        scanned = 0
+        last: LedgerCursor | None = None
+        while scanned < budget and len(found) < limit:
+            head = heads.pop()
+            if head is None:
+                return Searched(found, None, scanned, complete=True)
+            seat, entry_id, raw = head
+            scanned += 1
+            last = LedgerCursor(entry_id, seat)
+            if hint is not None and hint not in raw:
+                continue
+            row = LedgerRow.model_validate_json(raw)
+            if match(row):
+                found.append((seat, entry_id, row))
+        if len(found) == limit and heads.done():
+            return Searched(found, None, scanned, complete=True)
+        return Searched(found, last, scanned, complete=len(found) == limit)
+
+    def ledger_seats(self) -> list[str]:
+        """Every seat with a ledger stream."""
+        return sorted(text(s) for s in self.r.smembers(keys.LEDGER_SEATS))
 
     def entry(self, seat_id: str, entry_id: str) -> LedgerRow | None:
         """One ledger row, by its seat and stream entry id; None when there is none."""

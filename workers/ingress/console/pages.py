@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, get_args
@@ -67,6 +68,7 @@ from workers.stages.answers import Answers
 from workers.status import ask_figures, cluster_status, work_status
 from workers.stores.asks import AskContended, AskMissing
 from workers.stores.console import ConsoleSession
+from workers.stores.ledger import LedgerCursor
 from workers.stores.overrides import OverrideRefused
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -76,7 +78,6 @@ WORK_ROWS = 50  # the ledger rows a work's page shows, newest first
 # Failed logins from one client address before the login refuses it for the window's rest.
 LOGIN_FAILURES = 10
 LOGIN_WINDOW_MS = 15 * 60_000
-LEDGER_SCAN = 1_000  # the newest rows of each seat a ledger page filters
 SEATS_OPEN_ASKS = 2_000
 ACTION_WORDS: dict[str, tuple[str, str]] = {
     "pause": ("Pause", "Hold the seat's turns: a running turn is asked to stop."),
@@ -544,6 +545,14 @@ def ledger_matches(
     return until_ms is None or row.at_ms < until_ms
 
 
+def _person_hint(person: str) -> bytes | None:
+    """Bytes a ledger row naming `person` as a target holds in its JSON (tried before the row
+    is parsed); None for an id the JSON might spell otherwise."""
+    if not person or not re.fullmatch(r"[A-Za-z0-9_.@:+-]+", person):
+        return None
+    return f'"memberId":"{person}"'.encode()
+
+
 @router.get("/ledger")
 async def ledger(request: Request) -> Response:
     session = operator_session(request)
@@ -556,36 +565,43 @@ async def ledger(request: Request) -> Response:
     since_ms = _time(q.get("since", ""), "since")
     until_ms = _time(q.get("until", ""), "until")
     try:
-        page = max(1, int(q.get("page", "1")))
+        before = LedgerCursor.parse(q["before"]) if q.get("before") else None
     except ValueError:
-        raise ConsoleError(422, "Not a page", "page: a whole number from 1.") from None
+        raise ConsoleError(
+            422, "Not a place in the ledger", "before: use the Older link of a ledger page."
+        ) from None
     seat_ids = None if not seat else [_seat(deps, seat).member_id]
 
-    def read() -> list[tuple[str, str, LedgerRow]]:
-        found = deps.container.ledger.entries(seat_ids=seat_ids, limit=LEDGER_SCAN)
-        return [
-            e
-            for e in found
-            if ledger_matches(
-                e[2],
-                person=person,
-                outcome=outcome,
-                reason=reason,
-                since_ms=since_ms,
-                until_ms=until_ms,
-            )
-        ]
+    def match(row: LedgerRow) -> bool:
+        return ledger_matches(
+            row,
+            person=person,
+            outcome=outcome,
+            reason=reason,
+            since_ms=since_ms,
+            until_ms=until_ms,
+        )
 
-    matched = await run_in_threadpool(read)
-    start = (page - 1) * LEDGER_PAGE
-    rows = matched[start : start + LEDGER_PAGE]
-    filters = {k: v for k, v in q.items() if k != "page" and v}
-    more = len(matched) > start + LEDGER_PAGE
+    searched = await run_in_threadpool(
+        lambda: deps.container.ledger.search(
+            match,
+            seat_ids=seat_ids,
+            before=before,
+            since_ms=since_ms,
+            hint=_person_hint(person),
+            limit=LEDGER_PAGE,
+        )
+    )
+    filters = {k: v for k, v in q.items() if k != "before" and v}
+    nxt = searched.next
+    older = f"?{urlencode({**filters, 'before': nxt.text()})}" if nxt is not None else None
     return render(
         request,
         "ledger.html",
         session=session,
-        rows=rows,
+        rows=searched.rows,
+        searched=searched,
+        stopped_at=None if searched.complete or nxt is None else int(nxt.entry_id.split("-")[0]),
         filters=filters,
         seat=seat,
         person=person,
@@ -593,12 +609,10 @@ async def ledger(request: Request) -> Response:
         reason=reason,
         since=q.get("since", ""),
         until=q.get("until", ""),
-        page=page,
-        prev_url=f"?{urlencode({**filters, 'page': page - 1})}" if page > 1 else None,
-        next_url=f"?{urlencode({**filters, 'page': page + 1})}" if more else None,
+        newest_url=f"?{urlencode(filters)}" if before is not None else None,
+        next_url=older,
         seats=deps.container.org.current()[0].org.seats,
         outcomes=get_args(Outcome),
-        scan=LEDGER_SCAN,
     )
 
 
