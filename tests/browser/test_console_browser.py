@@ -160,3 +160,45 @@ def test_a_person_answers_from_my_asks_with_the_keyboard_alone(
         "ben",
         "link",
     )
+
+
+OPERATOR_PAGES = {
+    "overview": ("/console/", "Overview"),
+    "seats": ("/console/seats", "Seats"),
+    "seat": ("/console/seats/scout", "scout"),
+    "asks": ("/console/asks", "Asks"),
+    "ledger": ("/console/ledger", "Ledger"),
+    "dead-letters": ("/console/dead-letters", "Dead letters"),
+    "steward": ("/console/steward", "Steward"),
+}
+
+
+def overflow(page: Page) -> int:
+    """How many pixels the page is wider than its window (a table may scroll in its own box,
+    the page itself may not)."""
+    width: int = page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    return width
+
+
+def test_every_operator_page_fits_a_desktop_and_a_phone(console: Console, page: Page) -> None:
+    """Each operator page at 1280 and 390 px: its heading shows, the page is no wider than
+    the window, every link and button has a name; a screenshot of each is kept."""
+    make_ask(console.container.asks, targets=("ben",), now_ms=now_ms())
+    log_in(page, console.base)
+    for name, (path, heading) in OPERATOR_PAGES.items():
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            response = page.goto(f"{console.base}{path}")
+            assert response is not None and response.status == 200, (path, width)
+            expect(page.get_by_role("heading", name=heading).first).to_be_visible()
+            assert overflow(page) <= 0, f"{path} is wider than {width} px"
+            unnamed = page.evaluate(
+                "() => [...document.querySelectorAll('a, button')]"
+                ".filter(e => !(e.innerText || e.getAttribute('aria-label') || '').trim())"
+                ".map(e => e.outerHTML)"
+            )
+            assert not unnamed, (path, unnamed)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"page-{name}-{width}.png"), full_page=True)
