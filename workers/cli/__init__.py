@@ -114,6 +114,7 @@ def up(
         f"Seatwire up ({where}) on http://{h}:{p}; send mode {settings.send_mode}, "
         f"asks go to {sends_to}"
     )
+    console.print(f"console: http://{h}:{p}/console/ (log in with the operator token)")
     if settings.embedded:
         from workers.cli.tokens import dev_tokens
 
