@@ -119,6 +119,10 @@ SMOKES: dict[str, Smoke] = {
         " --load-repeats 1 --scan-samples 1",
         ("claim routes", "find_agents", "token lookup", "org load per worker", "ratio 40"),
     ),
+    "console": Smoke(
+        "--redis-url {url} --seats 20 --rows 400 --asks 30 --letters 3 --repeat 2 --warmup 1",
+        ("ledger, one person", "ledger, older", "my asks", "p50 ms"),
+    ),
     "capacity": Smoke(
         "--redis-url {url} --reports 30 --events 30",
         ("Per work report", "Per inbound event", "Per seat", "Sizing"),
