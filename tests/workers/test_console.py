@@ -19,6 +19,7 @@ from contracts import EngagementDecision
 from contracts.controller import ControllerState
 from contracts.engagement import Target
 from contracts.guardrails import LedgerRow
+from pipeline.asks import AnswerIn
 from tests.ask_records import CONSENT, make_ask
 from tests.auth import seat_token
 from tests.fakes import Clock, FakeOutbound
@@ -561,6 +562,57 @@ def test_the_asks_page_filters_expired_asks_and_a_trace_is_a_page(world: World) 
     assert w.client.get("/console/asks", params={"state": "lost"}).status_code == 422
     missing = w.client.get("/console/trace/gh:nothing")
     assert missing.status_code == 404 and "No such event" in missing.text
+
+
+def test_the_asks_page_shows_time_to_answer_and_todays_attention_per_person(
+    world: World,
+) -> None:
+    """An answered ask says how long its answer took (from when it landed); each person's
+    asks of the last 24 hours, across seats, against the daily limit, as the guardrails
+    count them."""
+    w = world
+    ask = make_ask(w.container.asks, targets=("ben",), now_ms=NOW - 3_600_000)
+    w.container.asks.answer(ask.id, AnswerIn("done", "ben", "api"), now_ms=NOW - 600_000)
+    ledger = w.container.ledger
+    for i, seat in enumerate(["scout", "rover", "scout"]):  # two seats ask ben; one asks gus
+        decision = EngagementDecision(
+            engage=True,
+            targets=(Target(member_id="gus" if i == 2 else "ben"),),
+            surface="dm",
+            work_id=f"today-{i}",
+            dedupe_key=f"today-{i}",
+            now_ms=NOW - 1_000,
+        )
+        verdict = ledger.reserve(
+            f"op-today-{i}", decision=decision, seat_id=seat, tracking_id=f"t-{i}", now_ms=NOW
+        )
+        assert verdict.allowed
+    operator(w)
+    page = w.client.get("/console/asks")
+    assert page.status_code == 200
+    assert "<td>50 min</td>" in page.text  # landed at NOW - 1 h, answered 50 minutes later
+    today = page.text.split("Attention used today")[1].split("The week")[0]
+    limit = ledger.limits.per_target_per_day
+    assert re.search(rf">ben</a></td><td>2</td><td>2 of {limit}</td>", today), today
+    assert re.search(rf">gus</a></td><td>1</td><td>1 of {limit}</td>", today), today
+    assert ledger.attention_today(["ben", "gus", "ava"], now_ms=NOW) == {"ben": 2, "gus": 1}
+    # A reservation that lapsed unsent no longer counts.
+    later = NOW + 2 * 3_600_000  # past every reservation's life (SEATWIRE_RESERVATION_TTL_MS)
+    assert ledger.attention_today(["ben", "gus"], now_ms=later) == {}
+
+
+def test_a_duration_reads_at_a_glance() -> None:
+    from workers.ingress.console.web import took
+
+    assert [took(v) for v in (None, -1, 4_000, 720_000, 3_600_000, 12_000_000, 187_200_000)] == [
+        "-",
+        "-",
+        "4 s",
+        "12 min",
+        "1 h",
+        "3 h 20 min",
+        "2 d 4 h",
+    ]
 
 
 def test_an_inbound_events_trace_and_its_search(world: World) -> None:

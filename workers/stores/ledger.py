@@ -711,6 +711,26 @@ class Ledger:
             return Searched(found, None, scanned, complete=True)
         return Searched(found, last, scanned, complete=len(found) == limit)
 
+    def attention_today(self, member_ids: Sequence[str], *, now_ms: int) -> dict[str, int]:
+        """How many asks each member was sent or has on its way in the last 24 hours, as the
+        per-person daily limit counts them (a lapsed reservation left out, as guard_count.lua
+        leaves it out); members with none are left out. Two round trips."""
+        since = now_ms - DAY_MS
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zrangebyscore(keys.PENDING, "-inf", now_ms)
+        for m in member_ids:
+            pipe.zcount(keys.by_target(m), f"({since}", "+inf")
+        lapsed, *counts = pipe.execute()
+        used = dict(zip(member_ids, (int(c) for c in counts), strict=True))
+        busy = [m for m in member_ids if used[m]]
+        if lapsed and busy:
+            pipe = self.r.pipeline(transaction=False)
+            for m in busy:
+                pipe.zmscore(keys.by_target(m), lapsed)
+            for m, scores in zip(busy, pipe.execute(), strict=True):
+                used[m] -= sum(1 for sc in scores if sc is not None and sc > since)
+        return {m: n for m, n in used.items() if n > 0}
+
     def ledger_seats(self) -> list[str]:
         """Every seat with a ledger stream."""
         return sorted(text(s) for s in self.r.smembers(keys.LEDGER_SEATS))

@@ -663,15 +663,17 @@ async def asks_page(request: Request) -> Response:
     seat_id = _seat(deps, seat).member_id if seat else None
     now = deps.clock_ms()
 
-    def read() -> tuple[list[Ask], AskFigures]:
+    def read() -> tuple[list[Ask], AskFigures, dict[str, int]]:
         found = deps.container.asks.listing(
             seat_id=seat_id, person=person, state="closed" if state == "expired" else state
         )
         if state == "expired":
             found = [a for a in found if a.closed == "expired"]
-        return found, ask_figures(deps.container, now_ms=now)
+        members = list(deps.container.org.current()[0].member_by_id)
+        today = deps.container.ledger.attention_today(members, now_ms=now)
+        return found, ask_figures(deps.container, now_ms=now), today
 
-    found, figures = await run_in_threadpool(read)
+    found, figures, today = await run_in_threadpool(read)
     return render(
         request,
         "asks.html",
@@ -683,6 +685,8 @@ async def asks_page(request: Request) -> Response:
         seat=seat,
         person=person or "",
         figures=figures,
+        today=sorted(today.items(), key=lambda item: (-item[1], item[0])),
+        budget=deps.container.ledger.limits.per_target_per_day,
     )
 
 

@@ -97,7 +97,25 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def took(ms: float | int | None) -> str:
+    """A duration in words a person reads at a glance: 45 s, 12 min, 3 h 20 min, 2 d 4 h."""
+    if ms is None or ms < 0:
+        return "-"
+    s = int(ms // 1000)
+    if s < 60:
+        return f"{s} s"
+    m, h, d = s // 60, s // 3600, s // 86400
+    if h == 0:
+        return f"{m} min"
+    if d == 0:
+        return f"{h} h {m % 60} min" if m % 60 else f"{h} h"
+    return f"{d} d {h % 24} h" if h % 24 else f"{d} d"
+
+
 templates.filters["when"] = when
+templates.filters["took"] = took
 
 
 def render(request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
