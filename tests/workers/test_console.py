@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from contracts import EngagementDecision
 from contracts.controller import ControllerState
 from contracts.engagement import Target
+from contracts.goals import Sample
 from contracts.guardrails import LedgerRow
 from pipeline.asks import AnswerIn
 from tests.ask_records import CONSENT, make_ask
@@ -481,6 +482,14 @@ def test_the_steward_page_records_an_override_by_the_admit_rules(example_org: Wo
     csrf = operator(w)
     page = w.client.get("/console/steward")
     assert page.status_code == 200 and REVIEW in page.text and "The audit is empty" in page.text
+    assert "- / 24 (down)" in page.text and "none yet" in page.text  # no sample, no run
+    for hours, back in ((40, 3), (36, 2), (31, 1)):  # a week apart, each nearer the target
+        w.container.samples.record(
+            REVIEW, Sample(value=hours, source="method", at_ms=NOW - back * 7 * 86_400_000)
+        )
+    measured = w.client.get("/console/steward").text
+    row = measured.split(f">{REVIEW}</a>")[1].split("</tr>")[0]
+    assert "31 / 24 (down)" in row and "<td>7</td>" in row and "improving" in row, row
     form = {"csrf": csrf, "objective": REVIEW, "candidate": NUDGE, "by": "ava"}
     refusals = [
         ({**form, "reason": "r", "objective": INVOICES}, 409, "objective"),

@@ -39,6 +39,7 @@ from contracts.steward import OVERRIDABLE_GATES
 from pipeline.answer_links import LinkRefused
 from pipeline.ask_figures import AskFigures
 from pipeline.asks import AnswerIn
+from pipeline.goals.kpi import gap_for
 from pipeline.turns import CONTROLS, Control, status_of, summary_of
 from workers.ingress import asks as ask_routes
 from workers.ingress.console.web import (
@@ -776,12 +777,19 @@ def _steward_page(
         raise ConsoleError(404, "No such objective", f"The org has no objective {objective!r}.")
     audit = deps.container.audit.read(objective, STEWARD_LINES)
     overrides = deps.container.overrides.list(objective, STEWARD_LINES)
+    now = deps.clock_ms()
+    last = deps.container.audit.last_decisions([o.key for o in objectives])
+    measured = [
+        (o, gap_for(o, deps.container.samples.for_objective(o), now), last.get(o.key))
+        for o in objectives
+    ]
     return render(
         request,
         "steward.html",
         code,
         session=session,
         objectives=objectives,
+        measured=measured,
         objective=objective or "",
         audit=audit,
         overrides=overrides,
