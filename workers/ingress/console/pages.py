@@ -32,7 +32,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from contracts import Seat
-from contracts.asks import Ask
+from contracts.asks import Ask, AskState
 from contracts.guardrails import LedgerRow, Outcome
 from contracts.ops import WorkStatus
 from contracts.steward import OVERRIDABLE_GATES
@@ -646,7 +646,8 @@ def _entry_id(value: str) -> bool:
 # ------------------------------------------------------------------ asks, work, trace, search
 
 
-ASK_STATES = ("open", "pending", "snoozed", "escalated", "answered", "closed", "expired")
+# An ask's states, and `expired` (closed unanswered at the top of its ladder) beside them.
+ASK_STATES = (*get_args(AskState), "expired")
 
 
 @router.get("/asks")
