@@ -45,8 +45,12 @@ class Console:
     redis: redis.Redis
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Chromium, for one module's tests. Not for the session: Playwright's sync API keeps an
+    asyncio loop running in the test thread while it is started, and a later test of another
+    module in the same worker that calls `asyncio.run` would fail on it; a module's fixtures
+    end before the worker runs another module's tests."""
     if not CHROMIUM.exists():
         message = (
             f"the console's browser tests need chromium at {CHROMIUM} (apt-get install chromium)"
