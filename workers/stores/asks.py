@@ -20,6 +20,7 @@ timeout ladder or its send). An ended ask is kept `retention_ms` (SEATWIRE_ASK_R
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +61,16 @@ DAY_MS = 86_400_000
 ASK_RETENTION_MS = 30 * DAY_MS
 MAX_TRIES = 20  # compare-and-set tries of one change before it is reported as contended
 LIST_SCAN = 1_000  # newest asks of an index a listing reads
+@functools.lru_cache(maxsize=2048)
+def _parsed(raw: bytes | str, version: int) -> Ask:
+    """An ask's document at its version, parsed once per process while it is among the 2,048
+    last read: the week's asks are read whole by every status read and console page (~60 us
+    a parse), most of them unchanged since (an Ask is a frozen value, so one may be shared;
+    the key is the document itself, so a changed ask is parsed anew)."""
+    ask = Ask.model_validate_json(raw)
+    return ask.model_copy(update={"version": version})
+
+
 # `create`'s answer: whether the ask is new, the stored ask, the ask of the latest earlier
 # attempt under its dedupe key (if any).
 Created = tuple[bool, Ask, str | None]
@@ -133,8 +144,7 @@ class AskStore:
 
     @staticmethod
     def _doc(raw: Any, version: Any) -> Ask:
-        ask = Ask.model_validate_json(raw)
-        return ask.model_copy(update={"version": int(version or 0)})
+        return _parsed(raw, int(version or 0))
 
     def get(self, ask_id: str) -> Ask | None:
         raw, v = self.r.hmget(keys.ask(ask_id), "doc", "v")
