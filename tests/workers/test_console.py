@@ -425,7 +425,7 @@ def test_the_ledger_filters_pages_and_opens_a_decision(world: World) -> None:
     link = re.search(r'href="(/console/ledger/scout/[0-9-]+)"', narrow.text)
     assert link
     row = w.client.get(link.group(1))
-    assert row.status_code == 200 and "line two" in row.text and "gus" in row.text
+    assert row.status_code == 200 and "line two" in row.text and "gus (rung: explicit)" in row.text
     assert w.client.get("/console/ledger/scout/1-1").status_code == 404
 
 
