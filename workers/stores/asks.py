@@ -61,6 +61,8 @@ DAY_MS = 86_400_000
 ASK_RETENTION_MS = 30 * DAY_MS
 MAX_TRIES = 20  # compare-and-set tries of one change before it is reported as contended
 LIST_SCAN = 1_000  # newest asks of an index a listing reads
+
+
 @functools.lru_cache(maxsize=2048)
 def _parsed(raw: bytes | str, version: int) -> Ask:
     """An ask's document at its version, parsed once per process while it is among the 2,048
