@@ -676,3 +676,45 @@ def test_a_reports_journey_shows_its_decision_and_ledger_rows(world: World) -> N
     assert link, page.text
     assert "no one owns what blocks it" in w.client.get(link.group(1)).text
     assert w.client.get("/console/work/t-nothing").status_code == 404
+
+
+def test_a_file_outbox_ask_carries_the_link_to_my_asks(world: World, tmp_path: Path) -> None:
+    """On one machine (`seatwire up`, the demo) the file outbox stands in for the chat: its
+    line carries the ask's answer link, which leads its person to My asks, where the answer
+    reaches the seat's inbox."""
+    import json
+
+    from contracts import WorkReport
+    from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
+    from tests.fakes import BLOCKED_REPORT, stages_on
+    from workers.outbound.file import FileOutbox, read_outbox
+    from workers.stores.inbox import Inbox
+
+    w = world
+    box = FileOutbox(tmp_path / "outbox.jsonl", fsync=False)
+    stages = stages_on(w.redis, w.clock, FakeOutbound())
+    stages.outbound, stages.links = box, w.links
+    stages.journal.accept(
+        "t-file", kind="work", seat_id="scout", payload="{}", now_ms=NOW, fingerprint="f"
+    )
+    report = WorkReport.model_validate(dict(BLOCKED_REPORT))
+    env = WorkEnvelope(tracking_id="t-file", seat_id="scout", accepted_at_ms=NOW, report=report)
+    decided = stages.engagement(env)
+    assert isinstance(decided, DecisionEnvelope)
+    reserved = stages.guardrails(decided)
+    assert isinstance(reserved, ReservedEnvelope)
+    assert stages.send(reserved) == "engaged"
+    [line] = read_outbox(box.path)
+    url = str(line["answerUrl"])
+    assert url.startswith(f"https://seatwire.example/v1/asks/{line['askId']}/answer?token=")
+    token = url.split("token=", 1)[1]
+    page = w.client.get("/console/my", params={"token": token})
+    assert page.status_code == 200 and "billing-migration" in page.text
+    [by] = json.loads(json.dumps(line["memberIds"]))
+    done = w.client.post(
+        f"/console/my/asks/{line['askId']}/answer",
+        data={"csrf": csrf_of(page), "by": by, "answer": "done"},
+    )
+    assert done.status_code == 200 and "is recorded" in done.text
+    items = Inbox(w.redis).updates("scout").items
+    assert [(i.kind, i.ask.answer if i.ask else None) for i in items] == [("ask_answered", "done")]

@@ -1,6 +1,6 @@
 """Answer links for this deployment (pipeline/answer_links.py decides the token): the key from
 the settings, and the URL a message carries, `{SEATWIRE_PUBLIC_URL}/v1/asks/{id}/answer?token=`.
-The send stage puts one on the `webhook` adapter's asks (`OutboundAsk.answer_url`); the answer
+The send stage puts one on the `webhook` and `file` adapters' asks (`OutboundAsk.answer_url`); the answer
 route (workers/ingress/asks.py) and the ingress's rate limit read them back."""
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from workers.errors import ConfigError
 from workers.settings import Settings
 
 # The adapters whose messages carry an answer link. Slack's carry buttons instead (a link in
-# a channel would let anyone who reads it answer as a target); the file outbox is local.
-LINKED_ADAPTERS = frozenset({"webhook"})
+# a channel would let anyone who reads it answer as a target). The file outbox stands in for a
+# chat on one machine (`seatwire up`, the demo): its line is the message, read by whoever runs
+# it, and its link leads them to answer as the person would (the links page, My asks).
+LINKED_ADAPTERS = frozenset({"webhook", "file"})
 
 
 @dataclass(frozen=True)
