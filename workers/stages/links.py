@@ -1,7 +1,7 @@
 """Answer links for this deployment (pipeline/answer_links.py decides the token): the key from
 the settings, and the URL a message carries, `{SEATWIRE_PUBLIC_URL}/v1/asks/{id}/answer?token=`.
-The send stage puts one on the `webhook` and `file` adapters' asks (`OutboundAsk.answer_url`); the answer
-route (workers/ingress/asks.py) and the ingress's rate limit read them back."""
+The send stage puts one on the `webhook` and `file` adapters' asks (`OutboundAsk.answer_url`);
+the answer route (workers/ingress/asks.py) and the ingress's rate limit read them back."""
 
 from __future__ import annotations
 
