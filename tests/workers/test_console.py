@@ -682,7 +682,6 @@ def test_a_file_outbox_ask_carries_the_link_to_my_asks(world: World, tmp_path: P
     """On one machine (`seatwire up`, the demo) the file outbox stands in for the chat: its
     line carries the ask's answer link, which leads its person to My asks, where the answer
     reaches the seat's inbox."""
-    import json
 
     from contracts import WorkReport
     from contracts.messages import DecisionEnvelope, ReservedEnvelope, WorkEnvelope
@@ -710,7 +709,9 @@ def test_a_file_outbox_ask_carries_the_link_to_my_asks(world: World, tmp_path: P
     token = url.split("token=", 1)[1]
     page = w.client.get("/console/my", params={"token": token})
     assert page.status_code == 200 and "billing-migration" in page.text
-    [by] = json.loads(json.dumps(line["memberIds"]))
+    members = line["memberIds"]
+    assert isinstance(members, list) and len(members) == 1
+    by = str(members[0])
     done = w.client.post(
         f"/console/my/asks/{line['askId']}/answer",
         data={"csrf": csrf_of(page), "by": by, "answer": "done"},

@@ -651,11 +651,7 @@ class Ledger:
     ) -> list[tuple[str, str, LedgerRow]]:
         """`read`'s rows with where each is kept: (seat id, stream entry id, row), newest
         first (the console opens one row by its seat and entry id)."""
-        seats = (
-            seat_ids
-            if seat_ids is not None
-            else sorted(text(s) for s in self.r.smembers(keys.LEDGER_SEATS))
-        )
+        seats = seat_ids if seat_ids is not None else self.ledger_seats()
         pipe = self.r.pipeline(transaction=False)
         for seat in seats:
             pipe.xrevrange(keys.ledger_stream(seat), count=limit if work_id is None else None)
